@@ -1,0 +1,58 @@
+// The transport under a ProcessGroup: exact-size collectives on one device type. ProcessGroup
+// does validation, padding, averaging and error context; a backend only launches and waits.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "comm/types.h"
+#include "comm/work.h"
+
+namespace c10d {
+class Store;
+}  // namespace c10d
+
+namespace zerotrain::comm {
+
+struct BackendContext {
+  c10::intrusive_ptr<c10d::Store> store;  // already prefixed for this backend's use
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr;
+  std::chrono::milliseconds timeout{0};
+  int gloo_threads = 2;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual c10::DeviceType device_type() const = 0;
+  // Each returns the step that waits (bounded by the timeout) for the launched transfer.
+  // `op` is kSum or kMax; averaging is done by the caller.
+  virtual absl::StatusOr<Work::Step> AllReduce(at::Tensor& tensor, ReduceOp op) = 0;
+  // input.numel() == output.numel() * world_size.
+  virtual absl::StatusOr<Work::Step> ReduceScatter(at::Tensor& input, at::Tensor& output,
+                                                   ReduceOp op) = 0;
+  // output.numel() == input.numel() * world_size.
+  virtual absl::StatusOr<Work::Step> AllGather(at::Tensor& input, at::Tensor& output) = 0;
+  virtual absl::StatusOr<Work::Step> Broadcast(at::Tensor& tensor, int root) = 0;
+  virtual absl::StatusOr<Work::Step> Barrier() = 0;
+};
+
+// CPU tensors over TCP, on the Gloo that LibTorch carries (c10d::ProcessGroupGloo).
+absl::StatusOr<std::unique_ptr<Backend>> MakeGlooBackend(const BackendContext& ctx);
+
+// CUDA tensors over NCCL on a stream of its own; an error when built without --config=cuda.
+absl::StatusOr<std::unique_ptr<Backend>> MakeNcclBackend(const BackendContext& ctx);
+
+// LibTorch and Gloo report failures as exceptions: this turns one into a Status without the C++
+// backtrace c10::Error carries. Timeouts become DeadlineExceeded, the rest Aborted.
+absl::Status StatusFromException(const std::exception& e);
+
+}  // namespace zerotrain::comm

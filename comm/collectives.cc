@@ -1,0 +1,136 @@
+// ProcessGroup's collectives: argument checks, padding of flat buffers to equal shards, and
+// averaging as a sum followed by a division, so every backend only moves exact-size buffers.
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "comm/backend.h"
+#include "comm/process_group.h"
+
+namespace zerotrain::comm {
+namespace {
+
+at::ScalarType DtypeOf(const at::Tensor& t) { return t.defined() ? t.scalar_type() : at::kByte; }
+
+ReduceOp OnWire(ReduceOp op) { return op == ReduceOp::kAvg ? ReduceOp::kSum : op; }
+
+absl::Status CheckReduce(const at::Tensor& t, ReduceOp op) {
+  if (op == ReduceOp::kAvg && !at::isFloatingType(t.scalar_type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("avg needs a floating-point tensor, got ", c10::toString(t.scalar_type())));
+  }
+  return absl::OkStatus();
+}
+
+// Divides by the world size after the sum, when averaging.
+void AddAverage(std::vector<Work::Step>& after, ReduceOp op, at::Tensor t, int world_size) {
+  if (op != ReduceOp::kAvg) return;
+  after.push_back([t, world_size]() mutable {
+    t.div_(world_size);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
+Work ProcessGroup::AllReduceAsync(at::Tensor tensor, ReduceOp op) {
+  const OpDesc desc = NextOp(CollectiveKind::kAllReduce, DtypeOf(tensor),
+                             tensor.defined() ? tensor.numel() : 0, op, 0);
+  absl::Status valid = CheckTensor(tensor, "all_reduce tensor");
+  if (valid.ok()) valid = CheckReduce(tensor, op);
+  std::vector<Work::Step> after;
+  if (valid.ok()) AddAverage(after, op, tensor, world_size_);
+  return Issue(desc, valid, [&] { return backend_->AllReduce(tensor, OnWire(op)); },
+               std::move(after));
+}
+
+Work ProcessGroup::ReduceScatterAsync(at::Tensor input, at::Tensor output, ReduceOp op) {
+  const int64_t n = input.defined() ? input.numel() : 0;
+  const int64_t shard = ShardNumel(n, world_size_);
+  const OpDesc desc = NextOp(CollectiveKind::kReduceScatter, DtypeOf(input), n, op, 0);
+  absl::Status valid = CheckTensor(input, "reduce_scatter input");
+  if (valid.ok()) valid = CheckTensor(output, "reduce_scatter output");
+  if (valid.ok()) valid = CheckReduce(input, op);
+  if (valid.ok() && output.scalar_type() != input.scalar_type()) {
+    valid = absl::InvalidArgumentError("reduce_scatter output dtype differs from the input's");
+  }
+  if (valid.ok() && output.numel() != shard) {
+    valid = absl::InvalidArgumentError(absl::StrCat("reduce_scatter output has ", output.numel(),
+                                                    " elements, the shard of ", n, " over ",
+                                                    world_size_, " ranks has ", shard));
+  }
+  std::vector<Work::Step> after;
+  at::Tensor send, recv;
+  if (valid.ok()) {
+    send = input.view({-1});
+    recv = output.view({-1});
+    if (n != shard * world_size_) {  // zero padding, so the sum over ranks leaves it zero
+      send = at::zeros({shard * world_size_}, input.options());
+      send.narrow(0, 0, n).copy_(input.view({-1}));
+    }
+    AddAverage(after, op, recv, world_size_);
+  }
+  return Issue(desc, valid, [&] { return backend_->ReduceScatter(send, recv, OnWire(op)); },
+               std::move(after));
+}
+
+Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
+  const int64_t n = output.defined() ? output.numel() : 0;
+  const int64_t shard_numel = ShardNumel(n, world_size_);
+  const OpDesc desc = NextOp(CollectiveKind::kAllGather, DtypeOf(output), n, ReduceOp::kSum, 0);
+  absl::Status valid = CheckTensor(shard, "all_gather shard");
+  if (valid.ok()) valid = CheckTensor(output, "all_gather output");
+  if (valid.ok() && output.scalar_type() != shard.scalar_type()) {
+    valid = absl::InvalidArgumentError("all_gather output dtype differs from the shard's");
+  }
+  if (valid.ok() && shard.numel() != shard_numel) {
+    valid = absl::InvalidArgumentError(absl::StrCat("all_gather shard has ", shard.numel(),
+                                                    " elements, the shard of ", n, " over ",
+                                                    world_size_, " ranks has ", shard_numel));
+  }
+  std::vector<Work::Step> after;
+  at::Tensor send, recv;
+  if (valid.ok()) {
+    send = shard.view({-1});
+    recv = output.view({-1});
+    if (n != shard_numel * world_size_) {  // gather into a padded buffer, then drop the padding
+      recv = at::empty({shard_numel * world_size_}, output.options());
+      after.push_back([recv, out = output.view({-1}), n]() mutable {
+        out.copy_(recv.narrow(0, 0, n));
+        return absl::OkStatus();
+      });
+    }
+  }
+  return Issue(desc, valid, [&] { return backend_->AllGather(send, recv); }, std::move(after));
+}
+
+Work ProcessGroup::BroadcastAsync(at::Tensor tensor, int root) {
+  const OpDesc desc = NextOp(CollectiveKind::kBroadcast, DtypeOf(tensor),
+                             tensor.defined() ? tensor.numel() : 0, ReduceOp::kSum, root);
+  absl::Status valid = CheckTensor(tensor, "broadcast tensor");
+  if (valid.ok() && (root < 0 || root >= world_size_)) {
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("broadcast root ", root, " is not a rank of ", world_size_));
+  }
+  return Issue(desc, valid, [&] { return backend_->Broadcast(tensor, root); }, {});
+}
+
+Work ProcessGroup::BarrierAsync() {
+  const OpDesc desc = NextOp(CollectiveKind::kBarrier, at::kByte, 0, ReduceOp::kSum, 0);
+  return Issue(desc, absl::OkStatus(), [&] { return backend_->Barrier(); }, {});
+}
+
+absl::Status ProcessGroup::AllReduce(at::Tensor tensor, ReduceOp op) {
+  return AllReduceAsync(std::move(tensor), op).Wait();
+}
+absl::Status ProcessGroup::ReduceScatter(at::Tensor input, at::Tensor output, ReduceOp op) {
+  return ReduceScatterAsync(std::move(input), std::move(output), op).Wait();
+}
+absl::Status ProcessGroup::AllGather(at::Tensor shard, at::Tensor output) {
+  return AllGatherAsync(std::move(shard), std::move(output)).Wait();
+}
+absl::Status ProcessGroup::Broadcast(at::Tensor tensor, int root) {
+  return BroadcastAsync(std::move(tensor), root).Wait();
+}
+absl::Status ProcessGroup::Barrier() { return BarrierAsync().Wait(); }
+
+}  // namespace zerotrain::comm

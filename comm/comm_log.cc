@@ -1,0 +1,68 @@
+// Per-op accounting behind CommLog.
+#include "comm/comm_log.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace zerotrain::comm {
+
+double BusBandwidthFactor(CollectiveKind kind, int world_size) {
+  const double n = world_size;
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather: return (n - 1) / n;
+    case CollectiveKind::kBroadcast: return 1.0;
+    case CollectiveKind::kBarrier: return 0.0;
+  }
+  return 0.0;
+}
+
+double OpStats::algbw_gbps() const {
+  const double t = mean_seconds();
+  return t > 0 ? static_cast<double>(bytes) / t / 1e9 : 0.0;
+}
+
+double OpStats::busbw_gbps() const {
+  return algbw_gbps() * BusBandwidthFactor(kind, world_size);
+}
+
+void CommLog::Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  OpStats& s = stats_[{static_cast<int>(kind), bytes}];
+  if (s.count == 0) {
+    s.kind = kind;
+    s.bytes = bytes;
+    s.world_size = world_size;
+    s.min_seconds = seconds;
+  }
+  s.count += 1;
+  s.total_seconds += seconds;
+  s.min_seconds = std::min(s.min_seconds, seconds);
+}
+
+std::vector<OpStats> CommLog::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<OpStats> out;
+  for (const auto& [key, s] : stats_) out.push_back(s);
+  return out;
+}
+
+std::string CommLog::Summary() const {
+  std::string out = absl::StrFormat("%-15s %14s %8s %12s %12s %12s\n", "op", "bytes", "calls",
+                                    "mean_us", "algbw_GB/s", "busbw_GB/s");
+  for (const OpStats& s : Stats()) {
+    out += absl::StrFormat("%-15s %14d %8d %12.1f %12.3f %12.3f\n", CollectiveName(s.kind),
+                           s.bytes, s.count, s.mean_seconds() * 1e6, s.algbw_gbps(),
+                           s.busbw_gbps());
+  }
+  return out;
+}
+
+void CommLog::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.clear();
+}
+
+}  // namespace zerotrain::comm

@@ -1,0 +1,49 @@
+// CommLog: bytes and time of each collective, summarised as algorithm and bus bandwidth with the
+// definitions of nccl-tests, so figures compare with NCCL's own measurements.
+//   algbw = size / time, where size is the full buffer (the reduce-scatter input, the all-gather
+//           output, the all-reduce or broadcast tensor);
+//   busbw = algbw * 2(n-1)/n for all-reduce, * (n-1)/n for reduce-scatter and all-gather,
+//           * 1 for broadcast.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/types.h"
+
+namespace zerotrain::comm {
+
+double BusBandwidthFactor(CollectiveKind kind, int world_size);
+
+struct OpStats {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  int64_t bytes = 0;  // per call
+  int world_size = 1;
+  int64_t count = 0;
+  double total_seconds = 0;
+  double min_seconds = 0;
+
+  double mean_seconds() const { return count ? total_seconds / count : 0; }
+  double algbw_gbps() const;  // from the mean time, in GB/s (1e9 bytes)
+  double busbw_gbps() const;
+};
+
+class CommLog {
+ public:
+  void Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds);
+  // One entry per (op, size), ordered by op then size.
+  std::vector<OpStats> Stats() const;
+  // A table: op, size, calls, mean time, algbw, busbw.
+  std::string Summary() const;
+  void Clear();
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<int, int64_t>, OpStats> stats_;
+};
+
+}  // namespace zerotrain::comm

@@ -1,0 +1,121 @@
+// Gloo backend: c10d's ProcessGroupGloo from LibTorch, driven with exact-size flat buffers.
+#include "comm/gloo_backend.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace zerotrain::comm {
+namespace {
+
+bool IsLoopback(const std::string& addr) {
+  return addr == "localhost" || absl::StartsWith(addr, "127.") || addr == "::1";
+}
+
+std::shared_ptr<gloo::transport::Device> MakeDevice(const std::string& master_addr) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  }
+  if (IsLoopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+c10d::ReduceOp ToC10d(ReduceOp op) {
+  return op == ReduceOp::kMax ? c10d::ReduceOp(c10d::ReduceOp::MAX)
+                              : c10d::ReduceOp(c10d::ReduceOp::SUM);
+}
+
+Work::Step WaitFor(c10::intrusive_ptr<c10d::Work> work, std::chrono::milliseconds timeout) {
+  return [work = std::move(work), timeout]() -> absl::Status {
+    try {
+      work->wait(timeout);
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      return StatusFromException(e);
+    }
+  };
+}
+
+class GlooBackend : public Backend {
+ public:
+  GlooBackend(c10::intrusive_ptr<c10d::Backend> pg, std::chrono::milliseconds timeout)
+      : pg_(std::move(pg)), timeout_(timeout) {}
+
+  c10::DeviceType device_type() const override { return c10::DeviceType::CPU; }
+
+  absl::StatusOr<Work::Step> AllReduce(at::Tensor& tensor, ReduceOp op) override {
+    return Launch([&] {
+      std::vector<at::Tensor> tensors{tensor};
+      c10d::AllreduceOptions opts;
+      opts.reduceOp = ToC10d(op);
+      return pg_->allreduce(tensors, opts);
+    });
+  }
+
+  absl::StatusOr<Work::Step> ReduceScatter(at::Tensor& input, at::Tensor& output,
+                                           ReduceOp op) override {
+    return Launch([&] {
+      c10d::ReduceScatterOptions opts;
+      opts.reduceOp = ToC10d(op);
+      return pg_->_reduce_scatter_base(output, input, opts);
+    });
+  }
+
+  absl::StatusOr<Work::Step> AllGather(at::Tensor& input, at::Tensor& output) override {
+    return Launch([&] { return pg_->_allgather_base(output, input); });
+  }
+
+  absl::StatusOr<Work::Step> Broadcast(at::Tensor& tensor, int root) override {
+    return Launch([&] {
+      std::vector<at::Tensor> tensors{tensor};
+      c10d::BroadcastOptions opts;
+      opts.rootRank = root;
+      return pg_->broadcast(tensors, opts);
+    });
+  }
+
+  absl::StatusOr<Work::Step> Barrier() override {
+    return Launch([&] { return pg_->barrier(); });
+  }
+
+ private:
+  template <typename F>
+  absl::StatusOr<Work::Step> Launch(F&& start) {
+    try {
+      return WaitFor(start(), timeout_);
+    } catch (const std::exception& e) {
+      return StatusFromException(e);
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Backend> pg_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> ConnectGloo(const BackendContext& ctx) {
+  try {
+    auto opts = c10d::ProcessGroupGloo::Options::create(ctx.timeout);
+    opts->devices.push_back(MakeDevice(ctx.master_addr));
+    opts->threads = ctx.gloo_threads;
+    return c10::intrusive_ptr<c10d::Backend>(
+        c10::make_intrusive<c10d::ProcessGroupGloo>(ctx.store, ctx.rank, ctx.world_size, opts));
+  } catch (const std::exception& e) {
+    absl::Status s = StatusFromException(e);
+    return absl::Status(s.code(), absl::StrCat("gloo rendezvous of rank ", ctx.rank, " of ",
+                                               ctx.world_size, " (timeout ",
+                                               ctx.timeout.count(), " ms): ", s.message()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeGlooBackend(const BackendContext& ctx) {
+  auto pg = ConnectGloo(ctx);
+  if (!pg.ok()) return pg.status();
+  return std::unique_ptr<Backend>(new GlooBackend(*std::move(pg), ctx.timeout));
+}
+
+}  // namespace zerotrain::comm

@@ -1,0 +1,190 @@
+// ProcessGroup: rendezvous, argument checks, padding and error context over any Backend.
+#include "comm/process_group.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "comm/backend.h"
+#include "comm/call_check.h"
+
+namespace zerotrain::comm {
+namespace {
+
+// One TCP store per address in a process; groups made later reuse it under a new prefix (each
+// rank creates its groups in the same order, so the k-th group has the same prefix everywhere).
+struct SharedStore {
+  c10::intrusive_ptr<c10d::Store> store;
+  int groups = 0;
+};
+
+absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
+    const RendezvousInfo& info, std::chrono::milliseconds timeout) {
+  static std::mutex mu;
+  static auto* stores = new std::map<std::string, SharedStore>();
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string key = absl::StrCat(info.master_addr, ":", info.master_port);
+  SharedStore& shared = (*stores)[key];
+  if (!shared.store) {
+    try {
+      c10d::TCPStoreOptions so;
+      so.port = static_cast<uint16_t>(info.master_port);
+      so.isServer = info.rank == 0;
+      so.numWorkers = info.world_size;
+      so.waitWorkers = false;
+      so.timeout = timeout;
+      shared.store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, so);
+    } catch (const std::exception& e) {
+      absl::Status s = StatusFromException(e);
+      return absl::Status(s.code(), absl::StrCat("rendezvous: rank ", info.rank, " of ",
+                                                 info.world_size, " could not ",
+                                                 info.rank == 0 ? "host" : "reach",
+                                                 " the store at ", key, " within ",
+                                                 timeout.count(), " ms: ", s.message()));
+    }
+  }
+  return std::make_pair(shared.store, shared.groups++);
+}
+
+bool SupportedDtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kHalf:
+    case at::kInt: case at::kLong: case at::kByte: case at::kChar:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+struct ProcessGroup::FailureState {
+  std::mutex mu;
+  absl::Status first;
+};
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const RendezvousInfo& info,
+                                                                   const GroupOptions& options) {
+  if (options.timeout.count() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("comm: GroupOptions.timeout must be positive, got ", options.timeout.count(),
+                     " ms"));
+  }
+  auto shared = StoreFor(info, options.timeout);
+  if (!shared.ok()) return shared.status();
+  const std::string prefix = absl::StrCat("zt/group", shared->second, "/");
+  BackendContext ctx;
+  ctx.rank = info.rank;
+  ctx.world_size = info.world_size;
+  ctx.master_addr = info.master_addr;
+  ctx.timeout = options.timeout;
+  ctx.gloo_threads = options.gloo_threads;
+  ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "data", shared->first);
+  auto backend = options.backend == BackendKind::kGloo ? MakeGlooBackend(ctx) : MakeNcclBackend(ctx);
+  if (!backend.ok()) return backend.status();
+  std::unique_ptr<CallCheck> check;
+  if (options.check_calls) {
+    ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "check", shared->first);
+    auto connected = CallCheck::Connect(ctx);
+    if (!connected.ok()) return connected.status();
+    check = *std::move(connected);
+  }
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(
+      info.rank, info.world_size, options, *std::move(backend), std::move(check)));
+}
+
+ProcessGroup::ProcessGroup(int rank, int world_size, GroupOptions options,
+                           std::unique_ptr<Backend> backend, std::unique_ptr<CallCheck> check)
+    : rank_(rank),
+      world_size_(world_size),
+      options_(std::move(options)),
+      backend_(std::move(backend)),
+      check_(std::move(check)),
+      failure_(std::make_shared<FailureState>()) {}
+
+ProcessGroup::~ProcessGroup() = default;
+
+OpDesc ProcessGroup::NextOp(CollectiveKind kind, at::ScalarType dtype, int64_t numel,
+                            ReduceOp reduce, int root) {
+  OpDesc op;
+  op.kind = kind;
+  op.seq = next_seq_++;
+  op.rank = rank_;
+  op.world_size = world_size_;
+  op.reduce = reduce;
+  op.dtype = dtype;
+  op.numel = numel;
+  op.root = root;
+  return op;
+}
+
+absl::Status ProcessGroup::CheckTensor(const at::Tensor& t, const char* what) const {
+  if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(what, " is undefined"));
+  if (!t.is_contiguous()) return absl::InvalidArgumentError(absl::StrCat(what, " is not contiguous"));
+  if (t.device().type() != backend_->device_type()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is on ", t.device().str(),
+                                                   " but the backend takes ",
+                                                   c10::DeviceTypeName(backend_->device_type()),
+                                                   " tensors"));
+  }
+  if (!SupportedDtype(t.scalar_type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has unsupported dtype ", c10::toString(t.scalar_type())));
+  }
+  return absl::OkStatus();
+}
+
+Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
+                         const std::function<absl::StatusOr<Work::Step>()>& launch,
+                         std::vector<Work::Step> after) {
+  std::shared_ptr<FailureState> failure = failure_;
+  Work::FailureSink sink = [failure](const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(failure->mu);
+    if (failure->first.ok()) failure->first = s;
+  };
+  auto failed = [&](absl::Status s) {
+    return Work(op, {[s] { return s; }}, sink);
+  };
+  {
+    std::lock_guard<std::mutex> lock(failure->mu);
+    if (!failure->first.ok()) {
+      return Work(op, {[s = failure->first] {
+                    return absl::FailedPreconditionError(absl::StrCat(
+                        "the group is unusable after an earlier failure: ", s.message()));
+                  }},
+                  nullptr);
+    }
+  }
+  // A bad argument sends nothing, so it leaves the group usable.
+  if (!valid.ok()) return Work(op, {[valid] { return valid; }}, nullptr);
+  if (check_) {
+    // The check completes before the transfer starts: Gloo aborts the whole process when a
+    // transfer's sizes disagree between ranks, so a disagreement must be caught first.
+    auto step = check_->Start(op);
+    absl::Status agreed = step.ok() ? (*step)() : step.status();
+    if (!agreed.ok()) return failed(agreed);
+  }
+  std::vector<Work::Step> steps;
+  const auto start = std::chrono::steady_clock::now();
+  if (op.numel > 0 || op.kind == CollectiveKind::kBarrier) {
+    auto step = launch();
+    if (!step.ok()) return failed(step.status());
+    steps.push_back(*std::move(step));
+  }
+  for (Work::Step& s : after) steps.push_back(std::move(s));
+  if (options_.log_ops) {
+    steps.push_back([log = log_, op, start] {
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      log->Record(op.kind, op.bytes(), op.world_size, took.count());
+      return absl::OkStatus();
+    });
+  }
+  return Work(op, std::move(steps), sink);
+}
+
+}  // namespace zerotrain::comm

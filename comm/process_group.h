@@ -1,0 +1,100 @@
+// ProcessGroup: the collectives data-parallel ranks need, over Gloo (CPU tensors) or NCCL (CUDA
+// tensors). The class owns what every backend shares: sequence numbers, argument checks, padding of
+// flat buffers to equal shards, the cross-rank call check, the op log, and error context. Backends
+// only move exact-size buffers (see comm/backend.h).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/comm_log.h"
+#include "comm/rendezvous.h"
+#include "comm/types.h"
+#include "comm/work.h"
+
+namespace zerotrain::comm {
+
+class Backend;
+class CallCheck;
+
+enum class BackendKind { kGloo, kNccl };
+
+struct GroupOptions {
+  BackendKind backend = BackendKind::kGloo;
+  // Bounds the rendezvous and every collective: a rank that dies or never calls makes the others
+  // fail within this time instead of hanging.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // Before each op the ranks compare (sequence number, op, reduction, dtype, count, root) on a
+  // side channel, and the transfer starts only if they agree; a disagreement fails the op on every
+  // rank with both calls named, instead of corrupting data, hanging, or (Gloo) aborting the
+  // process. It costs one small all-gather round trip per op, spent inside the *Async call.
+  bool check_calls = true;
+  // Record bytes and time of every op (see CommLog).
+  bool log_ops = false;
+  // Gloo: worker threads per group. The network interface comes from GLOO_SOCKET_IFNAME, or is
+  // loopback when MASTER_ADDR is a loopback address, or the host name's address.
+  int gloo_threads = 2;
+};
+
+class ProcessGroup {
+ public:
+  // Connects to the TCP store at info.master_addr:master_port (hosted by rank 0) and builds the
+  // backend. Fails with the rendezvous step and the timeout named if any rank does not arrive.
+  static absl::StatusOr<std::unique_ptr<ProcessGroup>> Create(const RendezvousInfo& info,
+                                                              const GroupOptions& options);
+  ~ProcessGroup();
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  const GroupOptions& options() const { return options_; }
+  CommLog& log() { return *log_; }
+
+  // In place on `tensor` (same numel and dtype on every rank).
+  Work AllReduceAsync(at::Tensor tensor, ReduceOp op);
+  // `input` is the full flat buffer (any numel n); `output` receives this rank's shard of the
+  // reduced buffer and must have ShardNumel(n, world_size) elements. When n is not a multiple of
+  // the world size the padding is zero and lies at the end of the last shards.
+  Work ReduceScatterAsync(at::Tensor input, at::Tensor output, ReduceOp op);
+  // Gathers every rank's `shard` (ShardNumel(n) elements) into `output` (n elements, any n); the
+  // padding past n is dropped.
+  Work AllGatherAsync(at::Tensor shard, at::Tensor output);
+  Work BroadcastAsync(at::Tensor tensor, int root);
+  Work BarrierAsync();
+
+  absl::Status AllReduce(at::Tensor tensor, ReduceOp op);
+  absl::Status ReduceScatter(at::Tensor input, at::Tensor output, ReduceOp op);
+  absl::Status AllGather(at::Tensor shard, at::Tensor output);
+  absl::Status Broadcast(at::Tensor tensor, int root);
+  absl::Status Barrier();
+
+ private:
+  struct FailureState;
+  ProcessGroup(int rank, int world_size, GroupOptions options, std::unique_ptr<Backend> backend,
+               std::unique_ptr<CallCheck> check);
+
+  OpDesc NextOp(CollectiveKind kind, at::ScalarType dtype, int64_t numel, ReduceOp reduce,
+                int root);
+  // Validates, starts the call check, launches `launch` (skipped for empty buffers) and wraps the
+  // steps into a Work.
+  Work Issue(const OpDesc& op, absl::Status valid,
+             const std::function<absl::StatusOr<Work::Step>()>& launch,
+             std::vector<Work::Step> after);
+  absl::Status CheckTensor(const at::Tensor& t, const char* what) const;
+
+  int rank_;
+  int world_size_;
+  GroupOptions options_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<CallCheck> check_;
+  std::shared_ptr<FailureState> failure_;
+  std::shared_ptr<CommLog> log_ = std::make_shared<CommLog>();
+  uint64_t next_seq_ = 0;
+};
+
+}  // namespace zerotrain::comm

@@ -1,0 +1,144 @@
+// Failure behaviour of ProcessGroup: dead ranks, absent ranks and disagreeing calls end in a clear
+// error on every other rank within the timeout, never a hang or silent corruption.
+#include "comm/process_group.h"
+
+#include <ATen/ATen.h>
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "comm/testing.h"
+#include "gtest/gtest.h"
+#include "tests/spawn_ranks.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::comm {
+namespace {
+
+using zerotrain::testing::FormatOutcomes;
+using zerotrain::testing::SpawnRanks;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kTimeout = std::chrono::milliseconds(3000);
+
+GroupOptions ShortTimeout() {
+  GroupOptions o;
+  o.timeout = kTimeout;
+  return o;
+}
+
+// Runs `op` and reports its error message and how long it took, as "<seconds>|<message>".
+absl::StatusOr<std::string> TimedFailure(const std::function<absl::Status()>& op) {
+  const auto start = Clock::now();
+  absl::Status s = op();
+  const std::chrono::duration<double> took = Clock::now() - start;
+  if (s.ok()) return absl::InternalError("the op succeeded but was expected to fail");
+  return absl::StrCat(took.count(), "|", s.ToString());
+}
+
+void ExpectFailedInTime(const zerotrain::testing::RankOutcome& o, const std::string& needle) {
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  const size_t bar = o.payload.find('|');
+  const double seconds = std::stod(o.payload.substr(0, bar));
+  const std::string message = o.payload.substr(bar + 1);
+  EXPECT_LT(seconds, 2.0 * kTimeout.count() / 1000.0) << message;
+  EXPECT_TRUE(absl::StrContains(message, needle)) << message << "\nwanted: " << needle;
+}
+
+TEST(ProcessGroupFailure, KilledRankFailsTheOthersWithOpContext) {
+  auto outcomes = SpawnRanks(3, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
+    at::Tensor t = at::ones({1 << 16});
+    ZT_RETURN_IF_ERROR(group->AllReduce(t, ReduceOp::kSum));
+    if (rank == 2) raise(SIGKILL);
+    return TimedFailure([&] { return group->AllReduce(t, ReduceOp::kSum); });
+  });
+  EXPECT_NE(outcomes[2].status.message().find("signal 9"), std::string::npos);
+  ExpectFailedInTime(outcomes[0], "all_reduce #1 (sum, 65536 x Float) on rank 0 of 3");
+  ExpectFailedInTime(outcomes[1], "all_reduce #1 (sum, 65536 x Float) on rank 1 of 3");
+}
+
+TEST(ProcessGroupFailure, RankThatNeverCallsTimesOutTheOthers) {
+  auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
+    at::Tensor t = at::ones({100});
+    if (rank == 1) {
+      std::this_thread::sleep_for(kTimeout + std::chrono::seconds(1));
+      return std::string("0|slept");
+    }
+    return TimedFailure([&] { return group->ReduceScatter(t, at::empty({50}), ReduceOp::kSum); });
+  });
+  ExpectFailedInTime(outcomes[0], "DEADLINE_EXCEEDED: comm: reduce_scatter #0 (sum, 100 x Float) on rank 0 of 2");
+}
+
+TEST(ProcessGroupFailure, RendezvousWithAMissingRankTimesOut) {
+  auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
+    if (rank == 1) return std::string("0|absent");
+    return TimedFailure([&] { return JoinGroupFromEnv(ShortTimeout()).status(); });
+  });
+  ExpectFailedInTime(outcomes[0], "rank 0 of 2");
+}
+
+TEST(ProcessGroupFailure, DisagreeingCallsAreReportedOnEveryRank) {
+  auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
+    at::Tensor t = at::ones({rank == 0 ? 1000 : 999});
+    return TimedFailure([&] { return group->AllReduce(t, ReduceOp::kSum); });
+  });
+  ExpectFailedInTime(outcomes[0], "rank 1 called all_reduce #0 (sum, 999 x Float) on rank 1 of 2");
+  ExpectFailedInTime(outcomes[1], "rank 0 called all_reduce #0 (sum, 1000 x Float) on rank 0 of 2");
+}
+
+TEST(ProcessGroupFailure, DifferentOpsAtTheSameSequenceNumberAreReported) {
+  auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
+    at::Tensor t = at::ones({64}, at::kBFloat16);
+    return TimedFailure([&] {
+      return rank == 0 ? group->AllReduce(t, ReduceOp::kSum) : group->Broadcast(t, 0);
+    });
+  });
+  ExpectFailedInTime(outcomes[0], "FAILED_PRECONDITION");
+  ExpectFailedInTime(outcomes[0], "rank 1 called broadcast #0 (root 0, 64 x BFloat16)");
+  ExpectFailedInTime(outcomes[1], "rank 0 called all_reduce #0 (sum, 64 x BFloat16)");
+}
+
+TEST(ProcessGroupFailure, GroupRefusesCallsAfterAFailure) {
+  auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
+    at::Tensor t = at::ones({rank + 1});
+    if (group->AllReduce(t, ReduceOp::kSum).ok()) return absl::InternalError("mismatch passed");
+    absl::Status again = group->Barrier();
+    if (!absl::StrContains(again.message(), "unusable after an earlier failure")) {
+      return absl::InternalError(absl::StrCat("second call said: ", again.ToString()));
+    }
+    return std::string("ok");
+  });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+TEST(ProcessGroupArguments, BadArgumentsNameTheOpAndTheProblem) {
+  auto outcomes = SpawnRanks(1, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
+    std::vector<std::string> errors;
+    errors.push_back(group->ReduceScatter(at::ones({10}), at::empty({9}), ReduceOp::kSum).ToString());
+    errors.push_back(group->AllReduce(at::ones({4}, at::kInt), ReduceOp::kAvg).ToString());
+    errors.push_back(group->AllReduce(at::ones({4, 4}).t(), ReduceOp::kSum).ToString());
+    errors.push_back(group->Broadcast(at::ones({4}), 3).ToString());
+    errors.push_back(group->AllReduce(at::ones({4}, at::kComplexFloat), ReduceOp::kSum).ToString());
+    return absl::StrJoin(errors, "\n");
+  });
+  ASSERT_TRUE(outcomes[0].status.ok()) << outcomes[0].status;
+  const std::string& e = outcomes[0].payload;
+  EXPECT_TRUE(absl::StrContains(e, "reduce_scatter output has 9 elements, the shard of 10 over 1 ranks has 10")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "avg needs a floating-point tensor, got Int")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "all_reduce tensor is not contiguous")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "broadcast root 3 is not a rank of 1")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "unsupported dtype ComplexFloat")) << e;
+}
+
+}  // namespace
+}  // namespace zerotrain::comm
