@@ -1,33 +1,36 @@
-// CallCheck: before each collective the ranks exchange what they are about to call (sequence
-// number, op, reduction, dtype, count, root) over a small Gloo group of its own, and the transfer
-// starts only after they agree. When they do not, every rank gets an error naming both calls
-// instead of corrupted data, a hang, or Gloo's process abort on a size mismatch.
+// CallCheck: before each collective every rank tells every other what it is about to call
+// (sequence number, op, reduction, dtype, count, root), and the transfer starts only once all
+// agree. When they do not, every rank gets an error naming both calls instead of corrupted data,
+// a hang, or Gloo's process abort on a size mismatch.
+//
+// The exchange runs on a TcpMesh of its own: one 48-byte message to and from each peer, sent and
+// received on the calling thread, so the check costs one round trip and no thread hand-offs. A
+// peer that exits closes its connections, so the others learn of it at their next call.
 #pragma once
 
-#include <c10/util/intrusive_ptr.h>
-
+#include <chrono>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "comm/backend.h"
-
-namespace c10d {
-class Backend;
-}  // namespace c10d
+#include "comm/tcp_mesh.h"
 
 namespace zerotrain::comm {
 
 class CallCheck {
  public:
   static absl::StatusOr<std::unique_ptr<CallCheck>> Connect(const BackendContext& ctx);
-  explicit CallCheck(c10::intrusive_ptr<c10d::Backend> pg, std::chrono::milliseconds timeout);
-  ~CallCheck();
 
-  // Starts the exchange for `op`; the step waits for it and compares every rank's call with ours.
-  absl::StatusOr<Work::Step> Start(const OpDesc& op);
+  // OK when every rank's call equals `op`; otherwise FailedPrecondition naming the first differing
+  // rank's call, DeadlineExceeded naming a rank that did not call within the timeout, or Aborted
+  // naming a rank whose connection closed.
+  absl::Status Agree(const OpDesc& op);
 
  private:
-  c10::intrusive_ptr<c10d::Backend> pg_;
+  CallCheck(std::unique_ptr<TcpMesh> mesh, std::chrono::milliseconds timeout)
+      : mesh_(std::move(mesh)), timeout_(timeout) {}
+
+  std::unique_ptr<TcpMesh> mesh_;
   std::chrono::milliseconds timeout_;
 };
 

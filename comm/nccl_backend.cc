@@ -2,6 +2,7 @@
 // waits for the compute stream's work so far (an event), runs on the comm stream, and the compute
 // stream waits for its completion event when the op is waited on. NCCL's unique id travels through
 // the group's store; the communicator is non-blocking so init and ops can be bounded and aborted.
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>

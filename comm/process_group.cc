@@ -165,8 +165,7 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
   if (check_) {
     // The check completes before the transfer starts: Gloo aborts the whole process when a
     // transfer's sizes disagree between ranks, so a disagreement must be caught first.
-    auto step = check_->Start(op);
-    absl::Status agreed = step.ok() ? (*step)() : step.status();
+    absl::Status agreed = check_->Agree(op);
     if (!agreed.ok()) return failed(agreed);
   }
   std::vector<Work::Step> steps;

@@ -1,0 +1,96 @@
+// Reference checks behind collective_checks.h.
+#include "comm/collective_checks.h"
+
+#include <ATen/ATen.h>
+
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::comm {
+namespace {
+
+at::Device g_device = at::kCPU;
+
+constexpr int64_t kCounts[] = {0, 1, 7, 1000, (1 << 20) + 3};
+constexpr at::ScalarType kDtypes[] = {at::kFloat, at::kBFloat16, at::kHalf, at::kInt, at::kLong};
+
+// Rank r's element i before a reduction; at most 4 * 13, sums over 4 ranks at most 130.
+double Input(int r, int64_t i) { return (r + 1) * (i % 13 + 1); }
+// Rank r's element j of its shard before an all-gather.
+double ShardInput(int r, int64_t j) { return (r + 1) * 16 + j % 7; }
+
+at::Tensor Fill(int64_t n, at::ScalarType dtype, const std::function<double(int64_t)>& f) {
+  at::Tensor t = at::empty({n}, at::kDouble);
+  double* p = t.data_ptr<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = f(i);
+  return t.to(dtype).to(g_device);
+}
+
+absl::Status Expect(const at::Tensor& got, const std::function<double(int64_t)>& want,
+                    const std::string& what) {
+  at::Tensor d = got.to(at::kCPU).to(at::kDouble).contiguous();
+  const double* p = d.data_ptr<double>();
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    if (p[i] != want(i)) {
+      return absl::InternalError(
+          absl::StrCat(what, ": element ", i, " is ", p[i], ", expected ", want(i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOne(ProcessGroup& g, at::ScalarType dtype, int64_t n) {
+  const int w = g.world_size(), me = g.rank();
+  const std::string tag = absl::StrCat(c10::toString(dtype), " n=", n);
+  auto sum = [&](int64_t i) { double s = 0; for (int r = 0; r < w; ++r) s += Input(r, i); return s; };
+
+  at::Tensor t = Fill(n, dtype, [&](int64_t i) { return Input(me, i); });
+  ZT_RETURN_IF_ERROR(g.AllReduce(t, ReduceOp::kSum));
+  ZT_RETURN_IF_ERROR(Expect(t, sum, "all_reduce sum " + tag));
+
+  t = Fill(n, dtype, [&](int64_t i) { return Input(me, i); });
+  ZT_RETURN_IF_ERROR(g.AllReduce(t, ReduceOp::kMax));
+  ZT_RETURN_IF_ERROR(Expect(t, [&](int64_t i) { return Input(w - 1, i); }, "all_reduce max " + tag));
+
+  const bool floating = at::isFloatingType(dtype);
+  if (floating) {
+    t = Fill(n, dtype, [&](int64_t i) { return Input(me, i); });
+    ZT_RETURN_IF_ERROR(g.AllReduce(t, ReduceOp::kAvg));
+    ZT_RETURN_IF_ERROR(Expect(t, [&](int64_t i) { return sum(i) / w; }, "all_reduce avg " + tag));
+  }
+
+  const int64_t shard = ShardNumel(n, w);
+  at::Tensor in = Fill(n, dtype, [&](int64_t i) { return Input(me, i); });
+  at::Tensor out = at::full({shard}, -1, at::TensorOptions().dtype(dtype).device(g_device));
+  ZT_RETURN_IF_ERROR(g.ReduceScatter(in, out, floating ? ReduceOp::kAvg : ReduceOp::kSum));
+  ZT_RETURN_IF_ERROR(Expect(out, [&](int64_t j) {
+    const int64_t i = me * shard + j;
+    return i < n ? (floating ? sum(i) / w : sum(i)) : 0.0;
+  }, "reduce_scatter " + tag));
+  ZT_RETURN_IF_ERROR(Expect(in, [&](int64_t i) { return Input(me, i); }, "reduce_scatter input " + tag));
+
+  at::Tensor mine = Fill(shard, dtype, [&](int64_t j) { return ShardInput(me, j); });
+  at::Tensor gathered = at::full({n}, -1, at::TensorOptions().dtype(dtype).device(g_device));
+  ZT_RETURN_IF_ERROR(g.AllGather(mine, gathered));
+  ZT_RETURN_IF_ERROR(Expect(gathered, [&](int64_t i) { return ShardInput(i / shard, i % shard); },
+                            "all_gather " + tag));
+
+  const int root = w - 1;
+  t = me == root ? Fill(n, dtype, [&](int64_t i) { return Input(root, i); }) : at::zeros({n}, at::TensorOptions().dtype(dtype).device(g_device));
+  ZT_RETURN_IF_ERROR(g.Broadcast(t, root));
+  return Expect(t, [&](int64_t i) { return Input(root, i); }, "broadcast " + tag);
+}
+
+}  // namespace
+
+absl::Status CheckEveryCollective(ProcessGroup& group, const at::Device& device) {
+  g_device = device;
+  for (at::ScalarType dtype : kDtypes) {
+    for (int64_t n : kCounts) ZT_RETURN_IF_ERROR(CheckOne(group, dtype, n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::comm

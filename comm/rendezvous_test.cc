@@ -1,0 +1,79 @@
+// RendezvousFromEnv reads torchrun, Open MPI and Slurm variables and names what is wrong.
+#include "comm/rendezvous.h"
+
+#include <map>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace zerotrain::comm {
+namespace {
+
+absl::StatusOr<RendezvousInfo> From(const std::map<std::string, std::string>& vars) {
+  return RendezvousFromEnv([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(Rendezvous, Torchrun) {
+  auto info = From({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
+                    {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->rank, 3);
+  EXPECT_EQ(info->world_size, 8);
+  EXPECT_EQ(info->local_rank, 1);
+  EXPECT_EQ(info->master_addr, "10.0.0.1");
+  EXPECT_EQ(info->master_port, 29500);
+  EXPECT_EQ(info->source, "torchrun");
+}
+
+TEST(Rendezvous, OpenMpiAndSlurm) {
+  auto mpi = From({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"MASTER_ADDR", "h"},
+                   {"MASTER_PORT", "1234"}});
+  ASSERT_TRUE(mpi.ok()) << mpi.status();
+  EXPECT_EQ(mpi->source, "openmpi");
+  EXPECT_EQ(mpi->rank, 2);
+  EXPECT_EQ(mpi->local_rank, 0);
+  auto slurm = From({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"},
+                     {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}});
+  ASSERT_TRUE(slurm.ok()) << slurm.status();
+  EXPECT_EQ(slurm->source, "slurm");
+  EXPECT_EQ(slurm->world_size, 6);
+  EXPECT_EQ(slurm->local_rank, 1);
+}
+
+TEST(Rendezvous, TorchrunVariablesWinOverSlurm) {
+  auto info = From({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
+                    {"SLURM_NTASKS", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->source, "torchrun");
+  EXPECT_EQ(info->rank, 1);
+  EXPECT_EQ(info->local_rank, 1);  // LOCAL_RANK absent: same as the rank
+}
+
+void ExpectError(const std::map<std::string, std::string>& vars, const std::string& needle) {
+  auto info = From(vars);
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(info.status().message().find(needle), std::string::npos) << info.status();
+}
+
+TEST(Rendezvous, ErrorsNameTheVariableAndValue) {
+  ExpectError({}, "none of RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE");
+  ExpectError({{"RANK", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}, "WORLD_SIZE is not set");
+  ExpectError({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+              "RANK='x' is not an integer");
+  ExpectError({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+              "RANK=2 is not below WORLD_SIZE=2");
+  ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, "MASTER_ADDR is not set");
+  ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}},
+              "MASTER_PORT='70000' is not an integer in [1, 65535]");
+  ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "5"}, {"MASTER_ADDR", "h"},
+               {"MASTER_PORT", "1"}},
+              "LOCAL_RANK='5'");
+}
+
+}  // namespace
+}  // namespace zerotrain::comm

@@ -1,0 +1,185 @@
+// Pairwise TCP connections through the store (see tcp_mesh.h).
+#include "comm/tcp_mesh.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace zerotrain::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+absl::Status Errno(const std::string& what) {
+  return absl::AbortedError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+int Remaining(TcpMesh::Deadline deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
+
+// The local IPv4 address that routes to `master` (no packet is sent), so peers on other hosts
+// can reach our listener; loopback when the master is local.
+absl::StatusOr<std::string> LocalAddressToward(const std::string& master) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  if (getaddrinfo(master.c_str(), "9", &hints, &res) != 0 || res == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot resolve MASTER_ADDR '", master, "'"));
+  }
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  const int rc = connect(fd, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  if (rc != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
+    close(fd);
+    return Errno("finding the local address toward " + master);
+  }
+  close(fd);
+  char text[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
+  return std::string(text);
+}
+
+// Closes the listening socket on every way out of Connect.
+struct ListenerGuard {
+  int fd;
+  ~ListenerGuard() { close(fd); }
+};
+
+void NoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+absl::StatusOr<int> ConnectTo(const std::string& host_port, TcpMesh::Deadline deadline) {
+  std::vector<std::string> parts = absl::StrSplit(host_port, ':');
+  int port = 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port) ||
+      inet_pton(AF_INET, parts[0].c_str(), &addr.sin_addr) != 1) {
+    return absl::DataLossError(absl::StrCat("malformed peer address '", host_port, "'"));
+  }
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  while (true) {  // the peer's listener exists before it publishes, so retries are rare
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      NoDelay(fd);
+      return fd;
+    }
+    close(fd);
+    if (Clock::now() > deadline) return Errno("connecting to " + host_port);
+    usleep(10000);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const BackendContext& ctx) {
+  const auto deadline = Clock::now() + ctx.timeout;
+  std::vector<int> fds(ctx.world_size, -1);
+  std::unique_ptr<TcpMesh> mesh(new TcpMesh(ctx.rank, fds));
+  if (ctx.world_size == 1) return mesh;
+  auto host = LocalAddressToward(ctx.master_addr);
+  if (!host.ok()) return host.status();
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ListenerGuard guard{listener};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  inet_pton(AF_INET, host->c_str(), &addr.sin_addr);
+  socklen_t len = sizeof(addr);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listener, ctx.world_size) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return Errno("listening on " + *host);
+  }
+  try {
+    ctx.store->set(absl::StrCat("mesh/", ctx.rank),
+                   absl::StrCat(*host, ":", ntohs(addr.sin_port)));
+    for (int peer = ctx.rank + 1; peer < ctx.world_size; ++peer) {
+      const std::string key = absl::StrCat("mesh/", peer);
+      ctx.store->wait({key}, ctx.timeout);
+      std::vector<uint8_t> value = ctx.store->get(key);
+      auto fd = ConnectTo(std::string(value.begin(), value.end()), deadline);
+      if (!fd.ok()) return fd.status();
+      mesh->fds_[peer] = *fd;
+      const int32_t me = ctx.rank;
+      absl::Status s = mesh->Send(peer, &me, sizeof(me));
+      if (!s.ok()) return s;
+    }
+  } catch (const std::exception& e) {
+    return StatusFromException(e);
+  }
+  for (int accepted = 0; accepted < ctx.rank; ++accepted) {  // the lower ranks connect to us
+    pollfd p{listener, POLLIN, 0};
+    if (poll(&p, 1, Remaining(deadline)) <= 0) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "only ", accepted, " of the ", ctx.rank, " lower ranks connected within ",
+          ctx.timeout.count(), " ms"));
+    }
+    int fd = accept(listener, nullptr, nullptr);
+    int32_t peer = -1;
+    pollfd q{fd, POLLIN, 0};
+    if (fd < 0 || poll(&q, 1, Remaining(deadline)) <= 0 ||
+        recv(fd, &peer, sizeof(peer), MSG_WAITALL) != sizeof(peer) || peer < 0 ||
+        peer >= ctx.rank || mesh->fds_[peer] >= 0) {
+      if (fd >= 0) close(fd);
+      return absl::DataLossError("a lower rank's connection sent no valid rank");
+    }
+    NoDelay(fd);
+    mesh->fds_[peer] = fd;
+  }
+  return mesh;
+}
+
+TcpMesh::~TcpMesh() {
+  for (int fd : fds_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+absl::Status TcpMesh::Send(int peer, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = send(fds_[peer], p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Errno(absl::StrCat("sending to rank ", peer));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpMesh::Recv(int peer, void* data, size_t size, Deadline deadline) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    pollfd fd{fds_[peer], POLLIN, 0};
+    const int ready = poll(&fd, 1, Remaining(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) return absl::DeadlineExceededError(absl::StrCat("rank ", peer, " sent nothing"));
+    const ssize_t n = recv(fds_[peer], p, size, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::AbortedError(absl::StrCat("rank ", peer, " closed the connection"));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::comm

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Installs everything zerotrain's build and tests need on a fresh Debian 12 machine, idempotently:
+# Debian packages, and LibTorch as PyPI's torch wheel (hash-pinned in tools/requirements.lock) in the
+# project-local virtual environment .venv. A second run changes nothing and takes seconds.
+# Run as root (apt-get). Records what it found in .venv/zerotrain-versions.txt.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+TORCH_VERSION="2.11.0"
+APT_PACKAGES=(
+  bazel-bootstrap g++ git python3 python3-venv
+  libabsl-dev libgoogle-glog-dev libprotobuf-dev protobuf-compiler
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+say() { echo "setup: $*"; }
+die() { echo "setup: ERROR: $*" >&2; exit 1; }
+
+install_debian_packages() {
+  local missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    say "Debian packages: all ${#APT_PACKAGES[@]} present"
+    return
+  fi
+  [ "$(id -u)" -eq 0 ] || die "missing Debian packages (${missing[*]}); run this script as root"
+  say "installing Debian packages: ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+installed_torch_version() {
+  local f
+  f=$(ls "$VENV"/lib/python3*/site-packages/torch/version.py 2>/dev/null | head -n 1) || true
+  [ -n "$f" ] && sed -n "s/^__version__ = '\([^'+]*\).*/\1/p" "$f"
+}
+
+install_libtorch() {
+  if [ "$(installed_torch_version)" = "$TORCH_VERSION" ]; then
+    say "LibTorch: torch $TORCH_VERSION already in $VENV"
+    return
+  fi
+  local py=/usr/bin/python3
+  local pyver
+  pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  [ "$pyver" = "3.11" ] || die "tools/requirements.lock pins wheels for CPython 3.11; $py is $pyver. \
+Install torch==$TORCH_VERSION yourself and build with --repo_env=LIBTORCH_HOME=<site-packages>/torch"
+  say "installing torch $TORCH_VERSION (with its CUDA wheels, several GB) into $VENV"
+  rm -rf "$VENV"
+  "$py" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes \
+    -r "$ROOT/tools/requirements.lock"
+  [ "$(installed_torch_version)" = "$TORCH_VERSION" ] || die "torch $TORCH_VERSION did not install into $VENV"
+}
+
+# Prints "name found expected" lines and warns where the machine differs from tools/versions.txt.
+check_versions() {
+  local found
+  declare -A have
+  have[debian]=$(cut -d. -f1 /etc/debian_version 2>/dev/null || echo none)
+  have[bazel-bootstrap]=$(dpkg-query -W -f='${Version}' bazel-bootstrap 2>/dev/null | sed 's/[+~-].*//')
+  have[g++]=$(g++ -dumpfullversion 2>/dev/null || echo none)
+  have[protobuf-compiler]=$(protoc --version 2>/dev/null | awk '{print $2}')
+  have[libabsl-dev]=$(dpkg-query -W -f='${Version}' libabsl-dev 2>/dev/null | sed 's/[.+~-].*//')
+  have[python]=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  have[torch]=$(installed_torch_version)
+  have[cuda]=$(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+  have[nccl]=$(awk '/define NCCL_MAJOR/{a=$3} /define NCCL_MINOR/{b=$3} END{if (a) print a "." b}' \
+    /usr/local/cuda/include/nccl.h 2>/dev/null)
+  : > "$VENV/zerotrain-versions.txt"
+  while read -r name want; do
+    case "$name" in ''|'#'*) continue ;; esac
+    found="${have[$name]:-none}"
+    [ -n "$found" ] || found=none
+    echo "$name $found" >> "$VENV/zerotrain-versions.txt"
+    if [ "$found" = "$want" ]; then
+      say "  $name $found"
+    else
+      say "  WARNING: $name is '$found' here; zerotrain is tested with $want"
+    fi
+  done < "$ROOT/tools/versions.txt"
+  if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    say "  note: no /usr/local/cuda: CPU builds work; 'bazel build --config=cuda' needs CUDA 13 there"
+  fi
+}
+
+install_debian_packages
+install_libtorch
+say "versions (recorded in .venv/zerotrain-versions.txt):"
+check_versions
+say "done. Next: bazel test //..."
