@@ -5,12 +5,14 @@
 // Started without rank variables it launches the ranks itself (the same binary, one process each).
 #include <ATen/ATen.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -126,6 +128,10 @@ int Launch(int world, int port, const std::string& max_mib) {
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    // Like torchrun: one intra-op thread per rank unless the caller says otherwise. ATen's
+    // OpenMP threads spin after each parallel copy and starve the other ranks' network threads.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) env.push_back("OMP_NUM_THREADS=1");
+    env.push_back("ZT_BENCH_LAUNCHED=1");  // ranks die with the launcher
     for (auto kv : {absl::StrCat("RANK=", r), absl::StrCat("WORLD_SIZE=", world),
                     std::string("MASTER_ADDR=127.0.0.1"), absl::StrCat("MASTER_PORT=", port)}) {
       env.push_back(kv);
@@ -165,6 +171,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (std::getenv("RANK") != nullptr) {
+    if (std::getenv("ZT_BENCH_LAUNCHED") != nullptr) prctl(PR_SET_PDEATHSIG, SIGKILL);
     auto info = zerotrain::comm::RendezvousFromEnv();
     zerotrain::comm::Check(info.status());
     return zerotrain::comm::RunRank(*info, mib << 20);

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +47,7 @@ std::string ResultPath(const std::string& dir, int rank) {
 
 // Child side: run fn, write "<code> <seconds>\n<payload or message>", leave without gtest teardown.
 [[noreturn]] void RunChild(int rank, const std::string& dir, const RankFn& fn) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed test (e.g. by Bazel's timeout) takes its ranks along
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::string> result = fn(rank);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
@@ -77,6 +79,9 @@ std::vector<std::string> ChildEnv(int rank, int world, int port, const std::stri
   vars["WORLD_SIZE"] = std::to_string(world);
   vars["MASTER_ADDR"] = "127.0.0.1";
   vars["MASTER_PORT"] = std::to_string(port);
+  // Like torchrun: one intra-op thread per rank, or ranks' spinning OpenMP threads starve each
+  // other's network threads on a machine with few cores.
+  vars.emplace("OMP_NUM_THREADS", "1");
   vars[kRankVar] = std::to_string(rank);
   vars[kDirVar] = dir;
   for (const auto& [k, v] : options.env) vars[k] = v;

@@ -4,7 +4,8 @@
 //
 // Inside a gtest TEST, the helper re-executes the test binary once per rank with
 // --gtest_filter naming the current test and the torchrun variables set (RANK, WORLD_SIZE,
-// LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT=a free port). In a child, the call runs `fn` for
+// LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT=a free port, and OMP_NUM_THREADS=1 unless set,
+// as torchrun does). In a child, the call runs `fn` for
 // that rank, writes the result and exits; so a TEST may call SpawnRanks only once.
 #pragma once
 

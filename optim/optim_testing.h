@@ -1,0 +1,28 @@
+// Shared by optim's tests: the element-wise tolerance of the issue, random buffers, and a name
+// for each forced SIMD path so failures say which path broke.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "optim/cpu_dispatch.h"
+
+namespace zerotrain::optim::testing {
+
+// |ours - theirs| <= 1e-7 + 1e-5 * |theirs|, element-wise, for fp32 results.
+inline constexpr double kAbsTol = 1e-7;
+inline constexpr double kRelTol = 1e-5;
+
+// Fails (non-fatally, at most a few messages) on the first elements outside the tolerance.
+::testing::AssertionResult AllClose(const float* ours, const float* theirs, int64_t n,
+                                    double abs_tol = kAbsTol, double rel_tol = kRelTol);
+
+std::vector<float> RandomNormal(int64_t n, uint32_t seed, float stddev = 1.0f);
+
+// "scalar", "avx2", "avx512": for SCOPED_TRACE and parameterized test names.
+std::string PathLabel(SimdPath path);
+
+}  // namespace zerotrain::optim::testing
