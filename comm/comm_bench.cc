@@ -34,18 +34,27 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Op = std::function<void(at::Tensor&, at::Tensor&)>;
 
-// Seconds per call: the median over 3 blocks, each block's time divided by its calls.
-double TimeOp(ProcessGroup& sync, at::Tensor& in, at::Tensor& out, const Op& op, int iters) {
-  op(in, out);  // warm-up
-  std::vector<double> blocks;
-  for (int b = 0; b < 3; ++b) {
-    if (!sync.Barrier().ok()) std::abort();
-    const auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) op(in, out);
-    blocks.push_back(std::chrono::duration<double>(Clock::now() - start).count() / iters);
+// Seconds per call of each variant: 7 rounds, each timing one block of `iters` calls per variant
+// in turn (so drift on this shared 2-core machine hits all variants alike); the median round.
+std::vector<double> TimeVariants(ProcessGroup& sync, at::Tensor& in, at::Tensor& out,
+                                 const std::vector<Op>& ops, int iters) {
+  constexpr int kRounds = 7;
+  std::vector<std::vector<double>> rounds(ops.size());
+  for (const Op& op : ops) op(in, out);  // warm-up
+  for (int r = 0; r < kRounds; ++r) {
+    for (size_t v = 0; v < ops.size(); ++v) {
+      if (!sync.Barrier().ok()) std::abort();
+      const auto start = Clock::now();
+      for (int i = 0; i < iters; ++i) ops[v](in, out);
+      rounds[v].push_back(std::chrono::duration<double>(Clock::now() - start).count() / iters);
+    }
   }
-  std::sort(blocks.begin(), blocks.end());
-  return blocks[1];
+  std::vector<double> median;
+  for (auto& times : rounds) {
+    std::sort(times.begin(), times.end());
+    median.push_back(times[kRounds / 2]);
+  }
+  return median;
 }
 
 void Check(const absl::Status& s) {
@@ -102,13 +111,12 @@ int RunRank(const RendezvousInfo& info, int64_t max_bytes) {
   }
   for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
     const int64_t n = bytes / 4;
-    const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{1} << 30) / bytes / w, 3, 200));
+    const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / bytes, 1, 100));
     at::Tensor full = at::ones({n});
     at::Tensor shard = at::ones({ShardNumel(n, w)});
     for (const Variant& v : variants) {
-      const double t_bare = TimeOp(**ours, full, shard, v.bare, iters);
-      const double t_ours = TimeOp(**ours, full, shard, v.ours, iters);
-      const double t_off = TimeOp(**ours, full, shard, v.nocheck, iters);
+      const std::vector<double> t = TimeVariants(**ours, full, shard, {v.bare, v.ours, v.nocheck}, iters);
+      const double t_bare = t[0], t_ours = t[1], t_off = t[2];
       const double f = BusBandwidthFactor(v.kind, w) * bytes / 1e9;
       if (info.rank == 0) {
         std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f |\n", v.name,

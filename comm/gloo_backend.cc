@@ -41,8 +41,8 @@ Work::Step WaitFor(c10::intrusive_ptr<c10d::Work> work, std::chrono::millisecond
 
 class GlooBackend : public Backend {
  public:
-  GlooBackend(c10::intrusive_ptr<c10d::Backend> pg, int rank, std::chrono::milliseconds timeout)
-      : pg_(std::move(pg)), rank_(rank), timeout_(timeout) {}
+  GlooBackend(c10::intrusive_ptr<c10d::Backend> pg, std::chrono::milliseconds timeout)
+      : pg_(std::move(pg)), timeout_(timeout) {}
 
   c10::DeviceType device_type() const override { return c10::DeviceType::CPU; }
 
@@ -55,19 +55,12 @@ class GlooBackend : public Backend {
     });
   }
 
-  // LibTorch 2.11's Gloo reduce-scatter is several times slower than its all-reduce at every size
-  // (30x at 1 MiB; docs/BENCHMARKS.md), so this all-reduces a scratch copy and keeps this rank's
-  // shard: twice the wire bytes of a ring reduce-scatter, but fewer seconds.
   absl::StatusOr<Work::Step> ReduceScatter(at::Tensor& input, at::Tensor& output,
                                            ReduceOp op) override {
-    at::Tensor scratch = input.clone();
-    auto reduced = AllReduce(scratch, op);
-    if (!reduced.ok()) return reduced.status();
-    const int64_t offset = output.numel() * rank_;
-    return Work::Step([wait = *std::move(reduced), scratch, output, offset]() mutable {
-      absl::Status s = wait();
-      if (s.ok()) output.copy_(scratch.narrow(0, offset, output.numel()));
-      return s;
+    return Launch([&] {
+      c10d::ReduceScatterOptions opts;
+      opts.reduceOp = ToC10d(op);
+      return pg_->_reduce_scatter_base(output, input, opts);
     });
   }
 
@@ -99,7 +92,6 @@ class GlooBackend : public Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> pg_;
-  int rank_;
   std::chrono::milliseconds timeout_;
 };
 
@@ -123,7 +115,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> ConnectGloo(const BackendConte
 absl::StatusOr<std::unique_ptr<Backend>> MakeGlooBackend(const BackendContext& ctx) {
   auto pg = ConnectGloo(ctx);
   if (!pg.ok()) return pg.status();
-  return std::unique_ptr<Backend>(new GlooBackend(*std::move(pg), ctx.rank, ctx.timeout));
+  return std::unique_ptr<Backend>(new GlooBackend(*std::move(pg), ctx.timeout));
 }
 
 }  // namespace zerotrain::comm
