@@ -35,4 +35,21 @@ std::vector<float> RandomNormal(int64_t n, uint32_t seed, float stddev) {
 
 std::string PathLabel(SimdPath path) { return SimdPathName(path); }
 
+GradBuffers::GradBuffers(DType dtype) : dtype(dtype), f32(RandomNormal(50012, 9, 100.0f)) {
+  Sync();
+}
+
+void GradBuffers::Sync() {
+  if (dtype == DType::kFloat32) return;
+  low.resize(f32.size());
+  ConvertFromFloat(f32.data(), low.data(), dtype, static_cast<int64_t>(f32.size()));
+}
+
+std::vector<GradShard> GradBuffers::Shards() const {
+  const char* base = dtype == DType::kFloat32 ? reinterpret_cast<const char*>(f32.data())
+                                              : reinterpret_cast<const char*>(low.data());
+  const int size = DTypeSize(dtype);
+  return {{base, 0, dtype}, {base, 50003, dtype}, {base + 50003 * size, 9, dtype}};
+}
+
 }  // namespace zerotrain::optim::testing

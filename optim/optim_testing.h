@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "optim/cpu_dispatch.h"
+#include "optim/precision.h"
 
 namespace zerotrain::optim::testing {
 
@@ -21,6 +22,18 @@ inline constexpr double kRelTol = 1e-5;
                                     double abs_tol = kAbsTol, double rel_tol = kRelTol);
 
 std::vector<float> RandomNormal(int64_t n, uint32_t seed, float stddev = 1.0f);
+
+// Random gradients held as fp32 (`f32`) and, for bf16/fp16, converted into `low` by Sync(), cut
+// into three shards over one buffer: 0, 50003 (several 16K chunks, an odd tail) and 9 elements.
+struct GradBuffers {
+  explicit GradBuffers(DType dtype);
+  void Sync();  // after editing f32 (e.g. injecting inf), refresh the low-precision copy
+  std::vector<GradShard> Shards() const;
+
+  DType dtype;
+  std::vector<float> f32;
+  std::vector<uint16_t> low;
+};
 
 // "scalar", "avx2", "avx512": for SCOPED_TRACE and parameterized test names.
 std::string PathLabel(SimdPath path);

@@ -17,33 +17,14 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const float kNan = std::numeric_limits<float>::quiet_NaN();
 
-// Three shards over one buffer: 0, 50003 (several 16K chunks, an odd tail) and 9 elements.
-struct Buffers {
-  explicit Buffers(DType dtype) : dtype(dtype), f32(testing::RandomNormal(50012, 9, 100.0f)) {
-    Sync();
-  }
-  void Sync() {
-    if (dtype == DType::kFloat32) return;
-    low.resize(f32.size());
-    ConvertFromFloat(f32.data(), low.data(), dtype, static_cast<int64_t>(f32.size()));
-  }
-  std::vector<GradShard> Shards() const {
-    const char* base = dtype == DType::kFloat32 ? reinterpret_cast<const char*>(f32.data())
-                                                : reinterpret_cast<const char*>(low.data());
-    const int size = DTypeSize(dtype);
-    return {{base, 0, dtype}, {base, 50003, dtype}, {base + 50003 * size, 9, dtype}};
-  }
-  DType dtype;
-  std::vector<float> f32;
-  std::vector<uint16_t> low;
-};
+using testing::GradBuffers;
 
 class OverflowPathTest : public ::testing::TestWithParam<SimdPath> {};
 
 TEST_P(OverflowPathTest, FindsEveryInjectedInfAndNan) {
   GradReductionOptions options{2, GetParam()};
   for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
-    Buffers b(dtype);
+    GradBuffers b(dtype);
     absl::StatusOr<bool> clean = HasInfOrNan(b.Shards(), options);
     ASSERT_TRUE(clean.ok());
     EXPECT_FALSE(*clean) << DTypeName(dtype);
