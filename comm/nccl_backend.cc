@@ -64,21 +64,32 @@ absl::Status PollComm(ncclComm_t comm, std::chrono::milliseconds timeout, const 
   }
 }
 
+// The communicator, shared with in-flight steps: the first failure aborts it (which also frees
+// peers blocked in the op); later aborts and the backend's destruction then leave it alone.
+class CommHandle {
+ public:
+  explicit CommHandle(ncclComm_t comm) : comm_(comm) {}
+  ~CommHandle() {
+    if (!aborted_.exchange(true)) ncclCommDestroy(comm_);
+  }
+  bool aborted() const { return aborted_.load(); }
+  void Abort() {
+    if (!aborted_.exchange(true)) ncclCommAbort(comm_);
+  }
+
+ private:
+  ncclComm_t comm_;
+  std::atomic<bool> aborted_{false};
+};
+
 class NcclBackend : public Backend {
  public:
   NcclBackend(ncclComm_t comm, int device, std::chrono::milliseconds timeout)
-      : comm_(comm),
+      : handle_(std::make_shared<CommHandle>(comm)),
+        comm_(comm),
         device_(device),
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)),
         timeout_(timeout) {}
-
-  ~NcclBackend() override {
-    if (broken_->load()) {
-      ncclCommAbort(comm_);
-    } else {
-      ncclCommDestroy(comm_);
-    }
-  }
 
   c10::DeviceType device_type() const override { return c10::DeviceType::CUDA; }
 
@@ -124,18 +135,29 @@ class NcclBackend : public Backend {
     cudaStreamWaitEvent(stream_.stream(), ready, 0);
     cudaEventDestroy(ready);
     ncclResult_t r = call(*dt, stream_.stream());
-    if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status enqueued =
+        r == ncclSuccess ? absl::OkStatus()
+        : r == ncclInProgress
+            // A non-blocking communicator may still be enqueuing the kernel: the completion event
+            // must not be recorded on the stream before it is there.
+            ? PollComm(comm_, timeout_, "enqueue", [] { return true; })
+            : NcclError("launch", r, comm_);
+    if (!enqueued.ok()) {
       cudaEventDestroy(done);
-      broken_->store(true);
-      return NcclError("launch", r, comm_);
+      handle_->Abort();
+      return enqueued;
     }
     // The caching allocator must not hand these buffers out again before the comm stream is done.
     for (const at::Tensor& t : keep) {
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
     }
     cudaEventRecord(done, stream_.stream());
-    return Work::Step([comm = comm_, done, device = device_, timeout = timeout_,
-                       broken = broken_, keep = std::move(keep)]() -> absl::Status {
+    return Work::Step([handle = handle_, comm = comm_, done, device = device_,
+                       timeout = timeout_, keep = std::move(keep)]() -> absl::Status {
+      if (handle->aborted()) {
+        cudaEventDestroy(done);
+        return absl::AbortedError("nccl: the communicator was aborted after an earlier failure");
+      }
       absl::Status s = PollComm(comm, timeout, "collective", [&] {
         return cudaEventQuery(done) != cudaErrorNotReady;
       });
@@ -143,19 +165,18 @@ class NcclBackend : public Backend {
         c10::cuda::CUDAGuard guard(device);
         cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device).stream(), done, 0);
       } else {
-        broken->store(true);
-        ncclCommAbort(comm);  // frees ranks blocked in this op; the group is unusable after this
+        handle->Abort();  // the group is unusable after this
       }
       cudaEventDestroy(done);
       return s;
     });
   }
 
+  std::shared_ptr<CommHandle> handle_;
   ncclComm_t comm_;
   int device_;
   c10::cuda::CUDAStream stream_;
   std::chrono::milliseconds timeout_;
-  std::shared_ptr<std::atomic<bool>> broken_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace
