@@ -2,17 +2,13 @@
 // and 4 local ranks over loopback, for zerotrain's ProcessGroup (call check on and off) and for
 // the same calls made straight on c10d's ProcessGroupGloo, in one run. Prints a markdown table.
 //   bazel run -c opt //comm:comm_bench [-- --max_mib=256 --worlds=2,4]
-// Started without rank variables it launches the ranks itself (the same binary, one process each).
+// Started without rank variables it launches the ranks itself (comm/local_ranks.h).
 #include <ATen/ATen.h>
-#include <spawn.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,10 +19,9 @@
 #include "absl/strings/str_split.h"
 #include "comm/comm_log.h"
 #include "comm/gloo_backend.h"
+#include "comm/local_ranks.h"
 #include "comm/process_group.h"
 #include "comm/rendezvous.h"
-
-extern char** environ;
 
 namespace zerotrain::comm {
 namespace {
@@ -130,38 +125,6 @@ int RunRank(const RendezvousInfo& info, int64_t max_bytes) {
   return 0;
 }
 
-// Starts `world` copies of this binary with the rank variables set and waits for them all.
-int Launch(int world, int port, const std::string& max_mib) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
-    // Like torchrun: one intra-op thread per rank unless the caller says otherwise. ATen's
-    // OpenMP threads spin after each parallel copy and starve the other ranks' network threads.
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) env.push_back("OMP_NUM_THREADS=1");
-    env.push_back("ZT_BENCH_LAUNCHED=1");  // ranks die with the launcher
-    for (auto kv : {absl::StrCat("RANK=", r), absl::StrCat("WORLD_SIZE=", world),
-                    std::string("MASTER_ADDR=127.0.0.1"), absl::StrCat("MASTER_PORT=", port)}) {
-      env.push_back(kv);
-    }
-    std::vector<char*> envp;
-    for (auto& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string exe = "/proc/self/exe", arg = "--max_mib=" + max_mib;
-    char* argv[] = {exe.data(), arg.data(), nullptr};
-    pid_t pid;
-    if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return 1;
-    pids.push_back(pid);
-  }
-  int failed = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  return failed;
-}
-
 }  // namespace
 }  // namespace zerotrain::comm
 
@@ -179,7 +142,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (std::getenv("RANK") != nullptr) {
-    if (std::getenv("ZT_BENCH_LAUNCHED") != nullptr) prctl(PR_SET_PDEATHSIG, SIGKILL);
+    zerotrain::comm::DieWithLauncher();
     auto info = zerotrain::comm::RendezvousFromEnv();
     zerotrain::comm::Check(info.status());
     return zerotrain::comm::RunRank(*info, mib << 20);
@@ -192,7 +155,11 @@ int main(int argc, char** argv) {
                    std::string(w).c_str());
       return 2;
     }
-    if (zerotrain::comm::Launch(world, port, max_mib) != 0) return 1;
+    absl::Status s = zerotrain::comm::RunLocalRanks(world, port, {"--max_mib=" + max_mib});
+    if (!s.ok()) {
+      std::fprintf(stderr, "comm_bench: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
     port += 2;
   }
   return 0;

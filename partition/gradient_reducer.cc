@@ -1,0 +1,279 @@
+// Bucketed gradient reduction for ZeRO stages 0-2 (see gradient_reducer.h).
+#include "partition/gradient_reducer.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zerotrain::partition {
+
+using comm::ReduceOp;
+
+namespace {
+
+// Stage 2 keeps at most this many bucket reductions (and their staging) in flight; the hook that
+// would exceed it first waits for the oldest, as DeepSpeed's double-buffered buckets do.
+constexpr size_t kMaxStagedInFlight = 2;
+
+// Runs right after autograd has accumulated a parameter's gradient into .grad: hands it to the
+// reducer, which copies it out and drops .grad, so the parameters' gradients never all exist at
+// once.
+class TakeGradHook : public torch::autograd::PostAccumulateGradHook {
+ public:
+  explicit TakeGradHook(std::function<void(const at::Tensor&)> take) : take_(std::move(take)) {}
+  void operator()(const torch::autograd::Variable& param) override { take_(param); }
+
+ private:
+  std::function<void(const at::Tensor&)> take_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
+    comm::ProcessGroup* group, const FlatParams* params, ReducerOptions options) {
+  if (options.stage < 0 || options.stage > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GradientReducer: stage ", options.stage, " (stages 0, 1 and 2 exist)"));
+  }
+  if (params->layout().world_size() != group->world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GradientReducer: layout for ", params->layout().world_size(), " ranks, group has ",
+        group->world_size()));
+  }
+  std::unique_ptr<GradientReducer> r(new GradientReducer(group, params, options));
+  try {
+    for (int i = 0; i < params->num_params(); ++i) {
+      torch::autograd::impl::set_post_acc_grad_hooks(
+          params->params()[i].second,
+          std::make_unique<TakeGradHook>(
+              [raw = r.get(), i](const at::Tensor& param) { raw->OnGrad(i, param); }));
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("GradientReducer: gradient hook: ", e.what_without_backtrace()));
+  }
+  return r;
+}
+
+GradientReducer::GradientReducer(comm::ProcessGroup* group, const FlatParams* params,
+                                 ReducerOptions options)
+    : group_(group), params_(params), options_(options) {
+  const ShardLayout& layout = params->layout();
+  const int nb = static_cast<int>(layout.buckets().size());
+  bucket_param_count_.assign(nb, 0);
+  for (int i = 0; i < params->num_params(); ++i) {
+    pieces_.push_back(layout.PiecesOf(i));
+    std::vector<int> buckets;
+    for (const ParamPiece& piece : pieces_.back()) {
+      if (buckets.empty() || buckets.back() != piece.bucket) buckets.push_back(piece.bucket);
+    }
+    for (int b : buckets) ++bucket_param_count_[b];
+    param_buckets_.push_back(std::move(buckets));
+  }
+  const at::TensorOptions opts = params->flat().options();
+  if (options.stage == 2) {
+    grad_shard_ = at::zeros({layout.shard_numel()}, opts);
+    staging_.resize(nb);
+  } else {
+    flat_grad_ = at::zeros({layout.padded_numel()}, opts);
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  for (const auto& [name, p] : params_->params()) {
+    try {
+      torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
+    } catch (const c10::Error&) {
+      // The parameter's autograd meta is gone with it; nothing left to remove.
+    }
+  }
+}
+
+void GradientReducer::BeginBackward(bool reduce) {
+  active_ = true;
+  reduce_ = reduce || options_.stage == 2;
+  arrived_.assign(params_->num_params(), false);
+  waiting_ = bucket_param_count_;
+  next_bucket_ = 0;
+  hook_error_ = absl::OkStatus();
+  for (at::Tensor& t : staging_) t = at::Tensor();  // left over only after a failed backward
+}
+
+at::Tensor& GradientReducer::Staging(int bucket) {
+  at::Tensor& t = staging_[bucket];
+  if (!t.defined()) {
+    // Not zeroed: every element is either copied by a hook or zeroed by ZeroUncovered.
+    t = at::empty({params_->layout().buckets()[bucket].numel}, params_->flat().options());
+  }
+  return t;
+}
+
+void GradientReducer::ZeroUncovered(int bucket) {
+  const ShardLayout& layout = params_->layout();
+  const LayoutBucket& b = layout.buckets()[bucket];
+  at::Tensor& t = Staging(bucket);
+  const int64_t end = b.begin + b.numel;
+  const int64_t real_end = std::max(b.begin, std::min(end, layout.numel()));
+  if (real_end < end) t.narrow(0, real_end - b.begin, end - real_end).zero_();
+  for (int p = b.first_param; p < b.end_param; ++p) {
+    if (arrived_[p]) continue;
+    for (const ParamPiece& piece : pieces_[p]) {
+      if (piece.bucket == bucket) t.narrow(0, piece.flat_begin - b.begin, piece.numel).zero_();
+    }
+  }
+}
+
+void GradientReducer::OnGrad(int param, const at::Tensor& tensor) {
+  // Outside the engine's Backward (a user's own backward), .grad stays as autograd left it.
+  if (!active_ || arrived_[param] || !hook_error_.ok()) return;
+  try {
+    c10::NoGradGuard no_grad;
+    at::Tensor& slot = tensor.mutable_grad();
+    if (!slot.defined()) return;
+    at::Tensor g = slot.reshape({-1});
+    slot = at::Tensor();
+    if (options_.stage == 2) {
+      const auto& buckets = params_->layout().buckets();
+      for (const ParamPiece& piece : pieces_[param]) {
+        Staging(piece.bucket)
+            .narrow(0, piece.flat_begin - buckets[piece.bucket].begin, piece.numel)
+            .copy_(g.narrow(0, piece.param_offset, piece.numel));
+      }
+    } else {
+      params_->ViewOf(flat_grad_, param).view({-1}).add_(g);
+    }
+  } catch (const c10::Error& e) {
+    hook_error_ = absl::InternalError(absl::StrCat("gradient hook of '", params_->name(param),
+                                                   "': ", e.what_without_backtrace()));
+    return;
+  }
+  arrived_[param] = true;
+  if (!reduce_ || !options_.overlap_comm) return;
+  for (int b : param_buckets_[param]) --waiting_[b];
+  LaunchReady();
+}
+
+void GradientReducer::LaunchReady() {
+  const int nb = static_cast<int>(waiting_.size());
+  while (next_bucket_ < nb && waiting_[next_bucket_] == 0) Launch(next_bucket_++);
+}
+
+void GradientReducer::Launch(int bucket) {
+  const ShardLayout& layout = params_->layout();
+  const LayoutBucket& b = layout.buckets()[bucket];
+  const int64_t owned = layout.OwnedBegin(bucket, group_->rank()) - b.begin;
+  if (options_.stage == 2) ZeroUncovered(bucket);
+  PendingReduction launch;
+  at::Tensor in = options_.stage == 2 ? Staging(bucket) : flat_grad_.narrow(0, b.begin, b.numel);
+  if (options_.stage == 0 || !options_.reduce_scatter) {
+    launch.work = group_->AllReduceAsync(in, ReduceOp::kAvg);
+    if (options_.stage == 2) {
+      at::Tensor dst = grad_shard_.narrow(0, b.shard_offset, b.slice);
+      launch.after.push_back([dst, in, owned, slice = b.slice]() mutable {
+        dst.add_(in.narrow(0, owned, slice));
+      });
+    }
+  } else {
+    at::Tensor out = at::empty({b.slice}, in.options());
+    launch.work = group_->ReduceScatterAsync(in, out, ReduceOp::kAvg);
+    at::Tensor dst = options_.stage == 2 ? grad_shard_.narrow(0, b.shard_offset, b.slice)
+                                         : in.narrow(0, owned, b.slice);
+    const bool accumulate = options_.stage == 2;
+    launch.after.push_back([dst, out, accumulate]() mutable {
+      if (accumulate) {
+        dst.add_(out);
+      } else {
+        dst.copy_(out);
+      }
+    });
+  }
+  if (options_.stage == 2) {
+    launch.after.push_back([this, bucket] { staging_[bucket] = at::Tensor(); });
+  }
+  pending_.push_back(std::move(launch));
+  if (options_.stage == 2) Drain(kMaxStagedInFlight);
+}
+
+void GradientReducer::Drain(size_t keep) {
+  while (pending_.size() > keep) {
+    PendingReduction p = std::move(pending_.front());
+    pending_.pop_front();
+    absl::Status s = p.work.Wait();
+    if (s.ok() && pending_error_.ok()) {
+      try {
+        c10::NoGradGuard no_grad;
+        for (auto& f : p.after) f();
+      } catch (const c10::Error& e) {
+        s = absl::InternalError(absl::StrCat("gradient copy-out: ", e.what_without_backtrace()));
+      }
+    }
+    if (pending_error_.ok()) pending_error_ = s;
+  }
+}
+
+absl::Status GradientReducer::FinishBackward(bool ignore_unused) {
+  const auto start = std::chrono::steady_clock::now();
+  active_ = false;
+  std::vector<std::string> unused;
+  for (int i = 0; i < params_->num_params(); ++i) {
+    if (!arrived_[i] && params_->layout().param_numel(i) > 0) unused.push_back(params_->name(i));
+  }
+  absl::Status status = hook_error_;
+  if (status.ok() && !unused.empty() && !ignore_unused) {
+    status = absl::FailedPreconditionError(absl::StrCat(
+        "Backward on rank ", group_->rank(), ": parameter(s) ", absl::StrJoin(unused, ", "),
+        " received no gradient; set ignore_unused_parameters to treat them as zero"));
+  }
+  if (status.ok() && reduce_) {
+    // Unused parameters contribute zeros; everything not yet launched goes now, in bucket order.
+    std::fill(waiting_.begin(), waiting_.end(), 0);
+    LaunchReady();
+  }
+  Drain(0);
+  absl::Status waited = pending_error_;
+  pending_error_ = absl::OkStatus();
+  for (const auto& [name, p] : params_->params()) {
+    at::Tensor& grad = const_cast<at::Tensor&>(p).mutable_grad();
+    grad = at::Tensor();
+  }
+  last_comm_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!status.ok()) return status;
+  return waited;
+}
+
+std::vector<GradSegment> GradientReducer::OwnedGrads() const {
+  const ShardLayout& layout = params_->layout();
+  if (options_.stage == 0) return {GradSegment{0, 0, flat_grad_}};
+  std::vector<GradSegment> out;
+  for (size_t k = 0; k < layout.buckets().size(); ++k) {
+    const LayoutBucket& b = layout.buckets()[k];
+    GradSegment s;
+    s.shard_offset = b.shard_offset;
+    s.flat_begin = layout.OwnedBegin(static_cast<int>(k), group_->rank());
+    s.grads = options_.stage == 2 ? grad_shard_.narrow(0, b.shard_offset, b.slice)
+                                  : flat_grad_.narrow(0, s.flat_begin, b.slice);
+    out.push_back(s);
+  }
+  return out;
+}
+
+void GradientReducer::Zero() {
+  c10::NoGradGuard no_grad;
+  if (flat_grad_.defined()) flat_grad_.zero_();
+  if (grad_shard_.defined()) grad_shard_.zero_();
+}
+
+int64_t GradientReducer::grad_bytes() const {
+  const at::Tensor& t = options_.stage == 2 ? grad_shard_ : flat_grad_;
+  return t.numel() * static_cast<int64_t>(t.element_size());
+}
+
+}  // namespace zerotrain::partition

@@ -1,0 +1,107 @@
+// GradientReducer: collects the gradients backward produces into ShardLayout's buckets (through
+// hooks on the parameters) and averages them across ranks bucket by bucket, in bucket order on
+// every rank:
+//   stage 0: all-reduce into a full flat gradient buffer;
+//   stage 1: gradients accumulate in a full flat buffer; at the accumulation boundary each bucket
+//            is reduce-scattered (or all-reduced) and this rank keeps its owned slices;
+//   stage 2: every micro-step, each bucket is staged, reduce-scattered (or all-reduced) and added
+//            into a gradient shard of shard_numel() elements; the staging is then freed, so no
+//            full-size gradient buffer outlives the reduction.
+// With overlap_comm a bucket's reduction starts from the hook of its last gradient, while backward
+// still runs; otherwise all of them start once backward has finished. The hooks run after autograd
+// accumulates each gradient (post-accumulate-grad hooks, one per parameter, which this class
+// owns): they copy the gradient out and drop the parameter's .grad at once.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/comm.h"
+#include "partition/flat_params.h"
+
+namespace zerotrain::partition {
+
+struct ReducerOptions {
+  int stage = 0;  // 0, 1 or 2
+  bool overlap_comm = true;
+  bool reduce_scatter = true;  // false: all-reduce, keep the owned part (DeepSpeed's knob)
+};
+
+// A run of reduced gradients this rank owns: where it lies in the rank's optimizer shard (for
+// stage 0 the "shard" is the whole flat buffer) and in the flat parameter buffer.
+struct GradSegment {
+  int64_t shard_offset = 0;
+  int64_t flat_begin = 0;
+  at::Tensor grads;  // 1-D, contiguous, the parameters' dtype
+};
+
+class GradientReducer {
+ public:
+  static absl::StatusOr<std::unique_ptr<GradientReducer>> Create(comm::ProcessGroup* group,
+                                                                 const FlatParams* params,
+                                                                 ReducerOptions options);
+  ~GradientReducer();  // removes the hooks
+
+  // Call right before a backward; `reduce` says whether this backward ends with the reduction
+  // (the accumulation boundary, or always for stage 2).
+  void BeginBackward(bool reduce);
+  // After backward: checks every parameter got a gradient (unused ones count as zero when
+  // `ignore_unused`, otherwise the error names them), starts the remaining reductions, waits for
+  // all of them and drops the parameters' own .grad tensors.
+  absl::Status FinishBackward(bool ignore_unused);
+
+  // The reduced gradients this rank steps, valid after a reducing FinishBackward.
+  std::vector<GradSegment> OwnedGrads() const;
+  // Clears accumulated gradients after an optimizer step (or a skipped one).
+  void Zero();
+  // Bytes of gradient storage that persist between steps.
+  int64_t grad_bytes() const;
+  // Seconds FinishBackward spent launching and waiting for reductions after backward returned.
+  double last_comm_seconds() const { return last_comm_seconds_; }
+
+ private:
+  GradientReducer(comm::ProcessGroup* group, const FlatParams* params, ReducerOptions options);
+  void OnGrad(int param, const at::Tensor& grad);
+  void LaunchReady();
+  void Launch(int bucket);
+  // Waits for the oldest reductions until at most `keep` are in flight, running their copy-outs.
+  void Drain(size_t keep);
+  at::Tensor& Staging(int bucket);
+  // Zeroes the staging elements no hook wrote: padding and parameters without a gradient.
+  void ZeroUncovered(int bucket);
+
+  comm::ProcessGroup* group_;
+  const FlatParams* params_;
+  ReducerOptions options_;
+  std::vector<std::vector<ParamPiece>> pieces_;     // per parameter
+  std::vector<std::vector<int>> param_buckets_;     // buckets each parameter touches
+  std::vector<int> bucket_param_count_;             // parameters with elements in each bucket
+
+  // Per backward.
+  bool active_ = false;
+  bool reduce_ = false;
+  std::vector<bool> arrived_;
+  std::vector<int> waiting_;  // parameters each bucket still waits for
+  int next_bucket_ = 0;
+  struct PendingReduction {
+    comm::Work work;
+    std::vector<std::function<void()>> after;  // copy-outs, once the work is done
+  };
+  std::deque<PendingReduction> pending_;
+  absl::Status pending_error_;
+  absl::Status hook_error_;
+  double last_comm_seconds_ = 0;
+
+  at::Tensor flat_grad_;               // stages 0 and 1
+  at::Tensor grad_shard_;              // stage 2
+  std::vector<at::Tensor> staging_;    // stage 2, per bucket, only while it is being reduced
+};
+
+}  // namespace zerotrain::partition

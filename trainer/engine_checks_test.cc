@@ -1,0 +1,178 @@
+// Engine errors for bad input (no trainable parameters, a parameter without a gradient, Step
+// before Backward, ranks that disagree on model or options, inconsistent batch sizes), and the
+// optimizer extension point.
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/spawn_ranks.h"
+#include "tools/status_macros.h"
+#include "trainer/engine.h"
+#include "trainer/test_models.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+using zerotrain::testing::FormatOutcomes;
+using zerotrain::testing::SpawnRanks;
+
+struct WithUnused : torch::nn::Module {
+  WithUnused() {
+    used = register_module("used", torch::nn::Linear(3, 2));
+    unused = register_module("unused", torch::nn::Linear(3, 2));
+  }
+  torch::nn::Linear used{nullptr}, unused{nullptr};
+};
+
+absl::Status Expect(const absl::Status& s, absl::StatusCode code, const std::string& needle) {
+  if (s.code() == code && s.message().find(needle) != std::string::npos) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("wanted ", absl::StatusCodeToString(code), " with '",
+                                          needle, "', got ", s.ToString()));
+}
+
+EngineOptions Basic() {
+  EngineOptions o;
+  o.train_micro_batch_size_per_gpu = 2;
+  return o;
+}
+
+absl::StatusOr<std::string> BadInputs() {
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  torch::nn::Linear frozen(3, 2);
+  for (auto& p : frozen->parameters()) p.set_requires_grad(false);
+  ZT_RETURN_IF_ERROR(Expect(Engine::Create(*frozen, Basic(), group.get()).status(),
+                            absl::StatusCode::kInvalidArgument, "no trainable parameters"));
+
+  EngineOptions bad_batch = Basic();
+  bad_batch.train_batch_size = 7;
+  bad_batch.gradient_accumulation_steps = 2;
+  ZT_RETURN_IF_ERROR(Expect(Engine::Create(*frozen, bad_batch, group.get()).status(),
+                            absl::StatusCode::kInvalidArgument, "train_batch_size=7"));
+
+  for (bool ignore : {false, true}) {
+    for (int stage : {0, 2}) {
+      auto net = std::make_shared<WithUnused>();
+      EngineOptions o = Basic();
+      o.stage = stage;
+      o.ignore_unused_parameters = ignore;
+      ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
+      ZT_RETURN_IF_ERROR(Expect(engine->Step(), absl::StatusCode::kFailedPrecondition,
+                                "no Backward()"));
+      const torch::Tensor before = net->unused->weight.detach().clone();
+      absl::Status s = engine->Backward(net->used(torch::ones({2, 3})).sum());
+      if (!ignore) {
+        ZT_RETURN_IF_ERROR(
+            Expect(s, absl::StatusCode::kFailedPrecondition, "unused.weight"));
+        continue;
+      }
+      ZT_RETURN_IF_ERROR(s);
+      ZT_RETURN_IF_ERROR(engine->Step());
+      // A zero gradient with AdamW still decays the weight a little, but Adam's update is 0.
+      if (!torch::allclose(net->unused->weight, before * (1 - 1e-3 * 0.01), 0, 1e-7)) {
+        return absl::InternalError("unused parameter moved by more than weight decay");
+      }
+    }
+  }
+  return std::string("ok");
+}
+
+TEST(EngineChecks, BadInputsAreClearErrors) {
+  auto outcomes = SpawnRanks(1, [](int) { return BadInputs(); });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+absl::StatusOr<std::string> MismatchedRanks(int rank) {
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  torch::nn::Linear net(4, rank == 0 ? 5 : 6);
+  ZT_RETURN_IF_ERROR(Expect(Engine::Create(*net, Basic(), group.get()).status(),
+                            absl::StatusCode::kFailedPrecondition, "parameter shapes"));
+  // A rank that fails its own checks does not leave the others waiting: they fail too, at once.
+  torch::nn::Linear maybe_frozen(4, 5);
+  if (rank == 1) {
+    for (auto& p : maybe_frozen->parameters()) p.set_requires_grad(false);
+  }
+  ZT_RETURN_IF_ERROR(Expect(Engine::Create(*maybe_frozen, Basic(), group.get()).status(),
+                            rank == 1 ? absl::StatusCode::kInvalidArgument
+                                      : absl::StatusCode::kFailedPrecondition,
+                            rank == 1 ? "no trainable parameters" : "rank(s) 1 failed"));
+  torch::nn::Linear same(4, 5);
+  EngineOptions o = Basic();
+  o.stage = rank == 0 ? 1 : 2;
+  ZT_RETURN_IF_ERROR(Expect(Engine::Create(*same, o, group.get()).status(),
+                            absl::StatusCode::kFailedPrecondition, "engine options"));
+  return std::string("ok");
+}
+
+TEST(EngineChecks, MismatchedRanksNameWhatDiffers) {
+  auto outcomes = SpawnRanks(2, MismatchedRanks);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+// The optimizer extension point: a hand-written plain SGD plugged in through optimizer_factory
+// and the built-in SGD both give p - lr * (full-batch gradient) after one stage-2 step on 2 ranks.
+class PlainSgd : public ShardOptimizer {
+ public:
+  explicit PlainSgd(int* steps) : steps_(steps) {}
+  std::string name() const override { return "plain SGD"; }
+  absl::Status Init(int64_t shard_numel) override { return absl::OkStatus(); }
+  absl::Status Step(int64_t step, double grad_scale, float* master,
+                    absl::Span<const ShardSegment> segments) override {
+    for (const ShardSegment& s : segments) {
+      if (s.grad_dtype != optim::DType::kFloat32) return absl::InternalError("want fp32 grads");
+      const float* g = static_cast<const float*>(s.grads);
+      for (int64_t i = 0; i < s.size; ++i) {
+        master[s.offset + i] -= static_cast<float>(0.1 * g[i] / grad_scale);
+        if (s.params_out != nullptr) static_cast<float*>(s.params_out)[i] = master[s.offset + i];
+      }
+    }
+    ++*steps_;
+    return absl::OkStatus();
+  }
+  int64_t state_bytes() const override { return 0; }
+  void set_lr(double) override {}
+
+ private:
+  int* steps_;
+};
+
+absl::Status CheckOneSgdStep(bool custom, comm::ProcessGroup* group) {
+  auto net = testing::MakeNet(testing::ModelKind::kMlp);
+  auto ref = testing::MakeNet(testing::ModelKind::kMlp);
+  int custom_steps = 0;
+  EngineOptions o;
+  o.stage = 2;
+  o.train_batch_size = 8;
+  o.reduce_bucket_size = 64;
+  o.optimizer = OptimizerKind::kSgd;
+  o.sgd.lr = 0.1;
+  if (custom) o.optimizer_factory = [&] { return std::make_unique<PlainSgd>(&custom_steps); };
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group));
+  testing::Batch b = testing::GlobalBatch(testing::ModelKind::kMlp, 0, 8);
+  const int64_t micro = 8 / group->world_size();
+  const int64_t first = group->rank() * micro;
+  ZT_RETURN_IF_ERROR(engine->Backward(
+      testing::Loss(*net, b.x.narrow(0, first, micro), b.y.narrow(0, first, micro))));
+  ZT_RETURN_IF_ERROR(engine->Step());
+  testing::Loss(*ref, b.x, b.y).backward();
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : ref->parameters()) p.sub_(0.1 * p.grad());
+  }
+  const std::string diff = testing::CompareParams(*net, *ref, 1e-6, 1e-5);
+  if (!diff.empty()) return absl::InternalError(absl::StrCat(custom ? "custom" : "built-in",
+                                                             " SGD: ", diff));
+  if (custom && custom_steps != 1) return absl::InternalError("custom optimizer not used");
+  return absl::OkStatus();
+}
+
+TEST(EngineChecks, CustomOptimizerThroughFactory) {
+  auto outcomes = SpawnRanks(2, [](int) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+    for (bool custom : {true, false}) ZT_RETURN_IF_ERROR(CheckOneSgdStep(custom, group.get()));
+    return std::string("ok");
+  });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+}  // namespace
+}  // namespace zerotrain::trainer

@@ -1,0 +1,80 @@
+// EngineOptions: the knobs of the ZeRO engine, named after DeepSpeed's config keys, plus the two
+// checks made before any rank allocates anything: the batch-size triple, and the fingerprint of
+// options and model that all ranks must share.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "optim/adam.h"
+#include "optim/loss_scaler.h"
+#include "optim/sgd.h"
+#include "trainer/shard_optimizer.h"
+
+namespace zerotrain::trainer {
+
+enum class Precision { kFloat32, kBFloat16, kFloat16 };
+const char* PrecisionName(Precision p);
+
+enum class OptimizerKind { kAdam, kSgd };  // kAdam covers AdamW through adam.adamw
+
+struct EngineOptions {
+  int stage = 0;  // ZeRO stage 0, 1 or 2
+  // The batch triple: 0 means "derive it"; train = micro x accumulation x world size.
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+
+  Precision precision = Precision::kFloat32;  // bf16/fp16 cast the module; master stays fp32
+  optim::LossScalerOptions fp16;              // fp16 only
+  double gradient_clipping = 0.0;             // max global L2 norm; 0 = off
+
+  bool overlap_comm = true;
+  bool reduce_scatter = true;
+  int64_t reduce_bucket_size = 500000000;     // elements, as in DeepSpeed
+  int64_t allgather_bucket_size = 500000000;  // elements in flight during the parameter all-gather
+  bool ignore_unused_parameters = false;
+
+  OptimizerKind optimizer = OptimizerKind::kAdam;
+  optim::AdamOptions adam = [] {
+    optim::AdamOptions a;
+    a.adamw = true;
+    a.weight_decay = 0.01;
+    return a;
+  }();
+  optim::SgdOptions sgd;
+  // Extension point: when set, the engine steps this optimizer instead of the built-in one.
+  std::function<std::unique_ptr<ShardOptimizer>()> optimizer_factory;
+};
+
+struct BatchSizes {
+  int64_t train_batch_size = 0;
+  int64_t micro_batch_size = 0;
+  int64_t gradient_accumulation_steps = 0;
+};
+
+// Fills in the missing members of the triple (any two give the third; only the micro batch gives
+// GAS 1; only the train batch gives GAS 1 and micro = train / world) and rejects values that do
+// not multiply out, with all four numbers in the message.
+absl::StatusOr<BatchSizes> ResolveBatchSizes(const EngineOptions& options, int world_size);
+
+// What every rank must agree on, as separately compared fingerprints so a mismatch can be named.
+struct Fingerprint {
+  std::vector<std::pair<std::string, uint64_t>> parts;  // ("options", h), ("parameter names", h)
+};
+
+struct ParamSignature {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;
+};
+
+Fingerprint MakeFingerprint(const EngineOptions& options, const BatchSizes& batch,
+                            const std::vector<ParamSignature>& params);
+
+}  // namespace zerotrain::trainer

@@ -1,0 +1,143 @@
+// Mixed precision: bf16 training (fp32 master weights) follows the fp32 reference loss curve
+// within 1% at every stage; with fp16, an inf injected into one rank's gradient makes every rank
+// skip that step and halve the loss scale, and the ranks then continue with identical weights.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/spawn_ranks.h"
+#include "tools/status_macros.h"
+#include "trainer/engine.h"
+#include "trainer/test_models.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+using zerotrain::testing::FormatOutcomes;
+using zerotrain::testing::SpawnRanks;
+using testing::ModelKind;
+
+constexpr int64_t kBatch = 16;
+constexpr int kSteps = 20;
+
+absl::StatusOr<std::string> Bf16LossCurve(ModelKind model, int stage) {
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  auto net = testing::MakeNet(model);
+  EngineOptions o;
+  o.stage = stage;
+  o.train_batch_size = kBatch;
+  o.precision = Precision::kBFloat16;
+  o.reduce_bucket_size = 64;
+  o.adam.lr = 1e-2;  // large enough that training moves the loss well beyond the 1% tolerance
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
+  const int64_t micro = engine->batch().micro_batch_size;
+  testing::ReferenceOptions ro;
+  ro.lr = 1e-2;
+  testing::ReferenceRun ref = testing::RunReference(model, ro);
+  for (int step = 0; step < kSteps; ++step) {
+    testing::Batch b = testing::GlobalBatch(model, step, kBatch);
+    const int64_t first = group->rank() * micro;
+    torch::Tensor loss =
+        testing::Loss(*net, b.x.narrow(0, first, micro), b.y.narrow(0, first, micro));
+    torch::Tensor global = loss.detach().clone();
+    ZT_RETURN_IF_ERROR(group->AllReduce(global, comm::ReduceOp::kAvg));
+    const double want = ref.losses[step];
+    const double got = global.item<double>();
+    if (std::abs(got - want) > 0.01 * std::abs(want)) {
+      return absl::InternalError(absl::StrCat("step ", step, ": bf16 loss ", got,
+                                              " vs fp32 reference ", want));
+    }
+    ZT_RETURN_IF_ERROR(engine->Backward(loss));
+    ZT_RETURN_IF_ERROR(engine->Step());
+  }
+  // An engine that never updated the weights must fail the comparison above.
+  testing::Batch last = testing::GlobalBatch(model, kSteps - 1, kBatch);
+  const double untrained = testing::Loss(*testing::MakeNet(model), last.x, last.y).item<double>();
+  if (std::abs(untrained - ref.losses.back()) < 0.03 * ref.losses.back()) {
+    return absl::InternalError(absl::StrCat("training moved the loss only from ", untrained,
+                                            " to ", ref.losses.back(), "; the check is vacuous"));
+  }
+  return std::string("ok");
+}
+
+class Bf16Test : public ::testing::TestWithParam<std::tuple<ModelKind, int>> {};
+
+TEST_P(Bf16Test, LossCurveWithinOnePercentOfFp32) {
+  const auto [model, stage] = GetParam();
+  auto outcomes = SpawnRanks(2, [model = model, stage = stage](int) {
+    return Bf16LossCurve(model, stage);
+  });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, Bf16Test,
+                         ::testing::Combine(::testing::Values(ModelKind::kMlp,
+                                                              ModelKind::kTransformer),
+                                            ::testing::Values(0, 1, 2)));
+
+// Returns the hex of the fp32 bytes of the final parameters, so the parent can compare ranks.
+absl::StatusOr<std::string> Fp16Overflow(int stage, int rank) {
+  constexpr int kBadStep = 3;
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  auto net = testing::MakeNet(ModelKind::kMlp);
+  EngineOptions o;
+  o.stage = stage;
+  o.train_batch_size = kBatch;
+  o.precision = Precision::kFloat16;
+  o.fp16.initial_scale_power = 8;
+  o.fp16.hysteresis = 1;
+  o.reduce_bucket_size = 64;
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
+  const int64_t micro = engine->batch().micro_batch_size;
+  for (int step = 0; step < kSteps; ++step) {
+    testing::Batch b = testing::GlobalBatch(ModelKind::kMlp, step, kBatch);
+    const int64_t first = rank * micro;
+    torch::Tensor loss =
+        testing::Loss(*net, b.x.narrow(0, first, micro), b.y.narrow(0, first, micro));
+    if (step == kBadStep && rank == 1) {
+      // Only rank 1's gradient of one parameter becomes inf.
+      auto* mlp = net.get();
+      loss = loss + mlp->parameters().front().sum().to(torch::kFloat) *
+                        std::numeric_limits<float>::infinity();
+    }
+    const torch::Tensor before = engine->flat_params().flat().clone();
+    ZT_RETURN_IF_ERROR(engine->Backward(loss));
+    ZT_RETURN_IF_ERROR(engine->Step());
+    const bool unchanged = torch::equal(before, engine->flat_params().flat());
+    if (unchanged != (step == kBadStep)) {
+      return absl::InternalError(absl::StrCat("step ", step, ": parameters ",
+                                              unchanged ? "unchanged" : "changed"));
+    }
+  }
+  if (engine->skipped_steps() != 1 || engine->optimizer_steps() != kSteps - 1) {
+    return absl::InternalError(absl::StrCat("skipped ", engine->skipped_steps(), ", took ",
+                                            engine->optimizer_steps()));
+  }
+  if (engine->loss_scale() != 128.0) {
+    return absl::InternalError(absl::StrCat("loss scale ", engine->loss_scale(), ", want 128"));
+  }
+  torch::Tensor flat = engine->flat_params().flat().to(torch::kFloat).contiguous();
+  return absl::BytesToHexString(
+      absl::string_view(static_cast<const char*>(flat.data_ptr()), flat.nbytes()));
+}
+
+class Fp16Test : public ::testing::TestWithParam<int> {};
+
+TEST_P(Fp16Test, OverflowOnOneRankSkipsEverywhere) {
+  const int stage = GetParam();
+  auto outcomes = SpawnRanks(2, [stage](int rank) { return Fp16Overflow(stage, rank); });
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (const auto& o : outcomes) ASSERT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+  EXPECT_FALSE(outcomes[0].payload.empty());
+  EXPECT_EQ(outcomes[0].payload, outcomes[1].payload) << "ranks ended with different weights";
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, Fp16Test, ::testing::Values(0, 2));
+
+}  // namespace
+}  // namespace zerotrain::trainer

@@ -1,0 +1,156 @@
+// Engine::Step: the accumulation boundary's overflow agreement, global-norm clipping, the
+// optimizer step on this rank's fp32 shard and, at stages 1 and 2, the parameter all-gather.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "optim/clip_grad.h"
+#include "optim/overflow_check.h"
+#include "tools/status_macros.h"
+#include "trainer/engine.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+optim::DType OptimDtype(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return optim::DType::kBFloat16;
+    case at::kHalf: return optim::DType::kFloat16;
+    default: return optim::DType::kFloat32;
+  }
+}
+
+std::vector<optim::GradShard> AsGradShards(const std::vector<partition::GradSegment>& grads) {
+  std::vector<optim::GradShard> shards;
+  for (const auto& g : grads) {
+    shards.push_back({g.grads.data_ptr(), g.grads.numel(), OptimDtype(g.grads.scalar_type())});
+  }
+  return shards;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> Engine::AgreeOverflow(const std::vector<partition::GradSegment>& grads) {
+  if (!scaler_) return false;
+  ZT_ASSIGN_OR_RETURN(bool local, optim::HasInfOrNan(AsGradShards(grads)));
+  // A rank that saw inf/NaN in its shard must make every rank skip, or their weights diverge.
+  at::Tensor flag = at::full({1}, local ? 1.0f : 0.0f, at::kFloat);
+  ZT_RETURN_IF_ERROR(group_->AllReduce(flag, comm::ReduceOp::kMax));
+  return flag.item<float>() > 0;
+}
+
+absl::StatusOr<double> Engine::GradScale(const std::vector<partition::GradSegment>& grads) {
+  const double scale = loss_scale();
+  if (options_.gradient_clipping <= 0) return scale;
+  ZT_ASSIGN_OR_RETURN(double sum, optim::LocalSumOfSquares(AsGradShards(grads)));
+  if (options_.stage > 0) {
+    // Each rank holds a disjoint shard: the squares add up to the global norm.
+    at::Tensor t = at::full({1}, sum, at::kDouble);
+    ZT_RETURN_IF_ERROR(group_->AllReduce(t, comm::ReduceOp::kSum));
+    sum = t.item<double>();
+  }
+  const double norm = std::sqrt(sum);
+  last_grad_norm_ = norm / scale;
+  return optim::CombinedGradScale(scale, norm, options_.gradient_clipping);
+}
+
+absl::Status Engine::GatherParams() {
+  const partition::ShardLayout& layout = flat_->layout();
+  const at::Tensor& flat = flat_->flat();
+  std::vector<comm::Work> works;
+  std::vector<at::Tensor> inputs;  // alive until their gathers finish
+  int64_t in_flight = 0;
+  for (int k = 0; k < static_cast<int>(layout.buckets().size()); ++k) {
+    const partition::LayoutBucket& b = layout.buckets()[k];
+    if (!works.empty() && in_flight + b.numel > options_.allgather_bucket_size) {
+      ZT_RETURN_IF_ERROR(comm::WaitAll(works));
+      works.clear();
+      inputs.clear();
+      in_flight = 0;
+    }
+    // A copy, because the gather writes the whole bucket, the owned slice included.
+    inputs.push_back(flat.narrow(0, layout.OwnedBegin(k, group_->rank()), b.slice).clone());
+    works.push_back(group_->AllGatherAsync(inputs.back(), flat.narrow(0, b.begin, b.numel)));
+    in_flight += b.numel;
+  }
+  return comm::WaitAll(works);
+}
+
+absl::Status Engine::StepAtBoundary(double start) {
+  c10::NoGradGuard no_grad;
+  const std::vector<partition::GradSegment> grads = reducer_->OwnedGrads();
+  ZT_ASSIGN_OR_RETURN(bool overflow, AgreeOverflow(grads));
+  if (overflow) {
+    ++skipped_steps_;
+    times_.step += Now() - start;
+    return scaler_->Update(true);
+  }
+  ZT_ASSIGN_OR_RETURN(double grad_scale, GradScale(grads));
+  const at::Tensor& flat = flat_->flat();
+  auto* flat_bytes = static_cast<char*>(flat.data_ptr());
+  std::vector<ShardSegment> segments;
+  for (const auto& g : grads) {
+    ShardSegment s;
+    s.offset = g.shard_offset;
+    s.size = g.grads.numel();
+    s.grads = g.grads.data_ptr();
+    s.grad_dtype = OptimDtype(g.grads.scalar_type());
+    if (!master_aliases_params_) {
+      s.params_out = flat_bytes + g.flat_begin * flat.element_size();
+      s.params_out_dtype = OptimDtype(flat.scalar_type());
+    }
+    segments.push_back(s);
+  }
+  ZT_RETURN_IF_ERROR(optimizer_->Step(optimizer_steps_ + 1, grad_scale,
+                                      master_.data_ptr<float>(), segments));
+  ++optimizer_steps_;
+  if (scaler_) ZT_RETURN_IF_ERROR(scaler_->Update(false));
+  const double stepped = Now();
+  times_.step += stepped - start;
+  if (options_.stage > 0) {
+    ZT_RETURN_IF_ERROR(GatherParams());
+    times_.allgather += Now() - stepped;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Step() {
+  const double start = Now();
+  if (!backward_pending_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Step on rank ", group_->rank(), " (micro step ", micro_steps_,
+        "): no Backward() since the last Step(); call Backward(loss) first"));
+  }
+  backward_pending_ = false;
+  ++micro_steps_;
+  if (micro_steps_ % batch_.gradient_accumulation_steps != 0) {
+    last_call_end_ = Now();
+    return absl::OkStatus();
+  }
+  absl::Status status;
+  try {
+    status = StepAtBoundary(start);
+  } catch (const c10::Error& e) {
+    status = absl::InternalError(e.what_without_backtrace());
+  }
+  reducer_->Zero();
+  last_times_ = times_;
+  times_ = StepTimes();
+  last_call_end_ = Now();
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("Step on rank ", group_->rank(),
+                                                    " (optimizer step ", optimizer_steps_ + 1,
+                                                    "): ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::trainer

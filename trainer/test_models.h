@@ -1,0 +1,58 @@
+// Test support for the engine: two tiny networks (an MLP and a pre-norm transformer block),
+// deterministic global batches, the process-group join SpawnRanks children use, and the
+// independent reference: a plain single-process LibTorch loop with torch::optim::AdamW.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/comm.h"
+
+namespace zerotrain::trainer::testing {
+
+enum class ModelKind { kMlp, kTransformer };
+const char* ModelName(ModelKind kind);
+
+struct TestNet : torch::nn::Module {
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
+// Same weights in every process for the same kind (seeded inside).
+std::shared_ptr<TestNet> MakeNet(ModelKind kind);
+
+struct Batch {
+  torch::Tensor x, y;
+};
+// The global batch of step `step`, identical in every process.
+Batch GlobalBatch(ModelKind kind, int step, int64_t size);
+
+// Mean squared error computed in fp32 whatever the model's dtype.
+torch::Tensor Loss(TestNet& net, const torch::Tensor& x, const torch::Tensor& y);
+
+absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> JoinGroupFromEnv(
+    const comm::GroupOptions& options = {});
+
+struct ReferenceOptions {
+  int steps = 20;
+  int64_t batch = 16;
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  double clip = 0;  // max global norm, 0 = off
+};
+
+struct ReferenceRun {
+  std::shared_ptr<TestNet> net;
+  std::vector<double> losses;  // full-batch loss before each step
+};
+
+ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& options);
+
+// "" when every parameter of `got` matches the same-named one of `want` within
+// atol + rtol * |want|; otherwise the worst element, named.
+std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol);
+
+}  // namespace zerotrain::trainer::testing
