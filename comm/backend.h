@@ -33,6 +33,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual c10::DeviceType device_type() const = 0;
+  // The one device the backend's tensors must be on, or -1 when any device of the type will do.
+  virtual int device_index() const { return -1; }
   // Each returns the step that waits (bounded by the timeout) for the launched transfer.
   // `op` is kSum or kMax; averaging is done by the caller.
   virtual absl::StatusOr<Work::Step> AllReduce(at::Tensor& tensor, ReduceOp op) = 0;

@@ -17,6 +17,11 @@ absl::Status GradientBucketer::Add(const at::Tensor& grad) {
     return absl::InvalidArgumentError(
         absl::StrCat("bucketer: tensor #", added_.size(), " is undefined"));
   }
+  if (finished_) {  // a new round: drop the previous one's results and tensors
+    done_.clear();
+    added_.clear();
+    finished_ = false;
+  }
   const int64_t elem = static_cast<int64_t>(grad.element_size());
   const int64_t capacity = std::max<int64_t>(1, options_.bucket_bytes / elem);
   OpenBucket& bucket = open_[grad.scalar_type()];
@@ -69,6 +74,7 @@ absl::Status GradientBucketer::Finish() {
   open_.clear();
   absl::Status status = WaitAll(pending_);
   pending_.clear();
+  finished_ = true;
   if (!status.ok() || options_.mode != BucketOptions::Mode::kAllReduce) return status;
   for (const ReducedBucket& b : done_) {
     for (const BucketEntry& e : b.entries) {

@@ -50,10 +50,11 @@ class GradientBucketer {
   absl::Status Add(const at::Tensor& grad);
 
   // Launches the partly filled buckets, waits for every reduction and, in kAllReduce mode, writes
-  // the results back into the tensors given to Add. Returns the first error.
+  // the results back into the tensors given to Add. Returns the first error. The next Add()
+  // starts a new round (e.g. the next step) and forgets this one's buckets.
   absl::Status Finish();
 
-  // The buckets in launch order, complete after Finish().
+  // The buckets in launch order, complete after Finish() and kept until the next round starts.
   const std::vector<ReducedBucket>& buckets() const { return done_; }
 
  private:
@@ -71,6 +72,7 @@ class GradientBucketer {
   std::map<at::ScalarType, OpenBucket> open_;
   std::vector<ReducedBucket> done_;
   std::vector<Work> pending_;
+  bool finished_ = false;
 };
 
 }  // namespace zerotrain::comm

@@ -47,6 +47,13 @@ absl::StatusOr<std::string> RunBucketer(BucketOptions::Mode mode) {
   if (bucketer.buckets().size() < 4) return absl::InternalError("expected several buckets");
 
   for (const ReducedBucket& b : bucketer.buckets()) {
+    // This rank's shard covers [rank * s, (rank + 1) * s) of the padded bucket, clipped to numel.
+    const int64_t s = PaddedNumel(b.numel, group->world_size()) / group->world_size();
+    const int64_t covered = std::max<int64_t>(0, std::min(s, b.numel - group->rank() * s));
+    if (mode == BucketOptions::Mode::kReduceScatter && b.range.size() != covered) {
+      return absl::InternalError(absl::StrCat("bucket of ", b.numel, " covers ", b.range.size(),
+                                              " elements on this rank, expected ", covered));
+    }
     for (const BucketEntry& e : b.entries) {
       at::Tensor want = reference[e.tensor_index].reshape({-1});
       if (mode == BucketOptions::Mode::kAllReduce) {

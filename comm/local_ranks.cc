@@ -6,8 +6,10 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
@@ -18,8 +20,17 @@ namespace {
 constexpr char kLaunchedVar[] = "ZT_LOCAL_RANK_LAUNCHED";
 
 std::vector<std::string> RankEnv(int rank, int world_size, int master_port) {
+  // Inherited rendezvous variables (a launcher run under torchrun or Slurm) would shadow ours:
+  // getenv returns the first match.
+  constexpr absl::string_view kOurs[] = {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "MASTER_ADDR=",
+                                         "MASTER_PORT="};
   std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const absl::string_view kv(*e);
+    bool ours = false;
+    for (absl::string_view prefix : kOurs) ours = ours || absl::StartsWith(kv, prefix);
+    if (!ours) env.emplace_back(kv);
+  }
   // ATen's OpenMP threads spin after each parallel region and starve the other ranks' network
   // threads when ranks share cores (docs/COMM.md).
   if (std::getenv("OMP_NUM_THREADS") == nullptr) env.push_back("OMP_NUM_THREADS=1");
@@ -55,7 +66,8 @@ absl::Status RunLocalRanks(int world_size, int master_port, const std::vector<st
   absl::Status first;
   for (int rank = 0; rank < world_size; ++rank) {
     int status = 0;
-    waitpid(pids[rank], &status, 0);
+    while (waitpid(pids[rank], &status, 0) < 0 && errno == EINTR) {
+    }
     if (first.ok() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       first = absl::AbortedError(
           WIFSIGNALED(status)

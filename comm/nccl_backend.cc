@@ -1,7 +1,8 @@
 // NCCL backend (built under --config=cuda): CUDA tensors over NCCL on a stream of its own. Each op
 // waits for the compute stream's work so far (an event), runs on the comm stream, and the compute
 // stream waits for its completion event when the op is waited on. NCCL's unique id travels through
-// the group's store; the communicator is non-blocking so init and ops can be bounded and aborted.
+// the group's store; the communicator is non-blocking so init and ops can be bounded, and aborted
+// locally on failure (peers stuck in the same op end through their own timeouts).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -64,6 +65,27 @@ absl::Status PollComm(ncclComm_t comm, std::chrono::milliseconds timeout, const 
   }
 }
 
+// A CUDA event that lives as long as the op's Work, waited on or not.
+class Event {
+ public:
+  Event() { status_ = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming); }
+  ~Event() {
+    if (status_ == cudaSuccess) cudaEventDestroy(event_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaError_t status() const { return status_; }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+  cudaError_t status_;
+};
+
+absl::Status CudaError(const char* what, cudaError_t e) {
+  return absl::InternalError(absl::StrCat("cuda: ", what, ": ", cudaGetErrorString(e)));
+}
+
 // The communicator, shared with in-flight steps: the first failure aborts it (which also frees
 // peers blocked in the op); later aborts and the backend's destruction then leave it alone.
 class CommHandle {
@@ -92,6 +114,7 @@ class NcclBackend : public Backend {
         timeout_(timeout) {}
 
   c10::DeviceType device_type() const override { return c10::DeviceType::CUDA; }
+  int device_index() const override { return device_; }
 
   absl::StatusOr<Work::Step> AllReduce(at::Tensor& t, ReduceOp op) override {
     return Launch(t, {t}, [&](ncclDataType_t dt, cudaStream_t s) {
@@ -124,16 +147,20 @@ class NcclBackend : public Backend {
  private:
   template <typename F>
   absl::StatusOr<Work::Step> Launch(const at::Tensor& like, std::vector<at::Tensor> keep, F call) {
+    if (handle_->aborted()) {
+      return absl::AbortedError("nccl: the communicator was aborted after an earlier failure");
+    }
     auto dt = ToNccl(like.scalar_type());
     if (!dt.ok()) return dt.status();
     c10::cuda::CUDAGuard guard(device_);
     cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
-    cudaEvent_t ready = nullptr, done = nullptr;
-    cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
-    cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-    cudaEventRecord(ready, compute);
-    cudaStreamWaitEvent(stream_.stream(), ready, 0);
-    cudaEventDestroy(ready);
+    Event ready;
+    auto done = std::make_shared<Event>();
+    if (ready.status() != cudaSuccess) return CudaError("cudaEventCreate", ready.status());
+    if (done->status() != cudaSuccess) return CudaError("cudaEventCreate", done->status());
+    cudaError_t e = cudaEventRecord(ready.get(), compute);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream_.stream(), ready.get(), 0);
+    if (e != cudaSuccess) return CudaError("ordering the comm stream after compute", e);
     ncclResult_t r = call(*dt, stream_.stream());
     absl::Status enqueued =
         r == ncclSuccess ? absl::OkStatus()
@@ -142,8 +169,11 @@ class NcclBackend : public Backend {
             // must not be recorded on the stream before it is there.
             ? PollComm(comm_, timeout_, "enqueue", [] { return true; })
             : NcclError("launch", r, comm_);
+    if (enqueued.ok()) {
+      e = cudaEventRecord(done->get(), stream_.stream());
+      if (e != cudaSuccess) enqueued = CudaError("cudaEventRecord", e);
+    }
     if (!enqueued.ok()) {
-      cudaEventDestroy(done);
       handle_->Abort();
       return enqueued;
     }
@@ -151,23 +181,23 @@ class NcclBackend : public Backend {
     for (const at::Tensor& t : keep) {
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
     }
-    cudaEventRecord(done, stream_.stream());
     return Work::Step([handle = handle_, comm = comm_, done, device = device_,
                        timeout = timeout_, keep = std::move(keep)]() -> absl::Status {
       if (handle->aborted()) {
-        cudaEventDestroy(done);
         return absl::AbortedError("nccl: the communicator was aborted after an earlier failure");
       }
+      cudaError_t query = cudaErrorNotReady;
       absl::Status s = PollComm(comm, timeout, "collective", [&] {
-        return cudaEventQuery(done) != cudaErrorNotReady;
+        query = cudaEventQuery(done->get());
+        return query != cudaErrorNotReady;
       });
+      if (s.ok() && query != cudaSuccess) s = CudaError("waiting for the collective", query);
       if (s.ok()) {
         c10::cuda::CUDAGuard guard(device);
-        cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device).stream(), done, 0);
-      } else {
-        handle->Abort();  // the group is unusable after this
+        query = cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device).stream(), done->get(), 0);
+        if (query != cudaSuccess) s = CudaError("ordering compute after the collective", query);
       }
-      cudaEventDestroy(done);
+      if (!s.ok()) handle->Abort();  // the group is unusable after this
       return s;
     });
   }
@@ -211,7 +241,11 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeNcclBackend(const BackendContext& c
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, ctx.world_size, id, ctx.rank, &config);
-  if (r != ncclSuccess && r != ncclInProgress) return NcclError("ncclCommInitRankConfig", r, comm);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclError("ncclCommInitRankConfig", r, comm);
+    if (comm != nullptr) ncclCommAbort(comm);
+    return s;
+  }
   absl::Status ready = PollComm(comm, ctx.timeout, "communicator init", [] { return true; });
   if (!ready.ok()) {
     ncclCommAbort(comm);

@@ -70,10 +70,10 @@ struct ProcessGroup::FailureState {
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const RendezvousInfo& info,
                                                                    const GroupOptions& options) {
-  if (options.timeout.count() <= 0) {
+  if (options.timeout <= std::chrono::milliseconds(0) || options.timeout > std::chrono::hours(24)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("comm: GroupOptions.timeout must be positive, got ", options.timeout.count(),
-                     " ms"));
+        absl::StrCat("comm: GroupOptions.timeout must be in (0, 24 h], got ",
+                     options.timeout.count(), " ms"));
   }
   auto shared = StoreFor(info, options.timeout);
   if (!shared.ok()) return shared.status();
@@ -132,6 +132,12 @@ absl::Status ProcessGroup::CheckTensor(const at::Tensor& t, const char* what) co
                                                    c10::DeviceTypeName(backend_->device_type()),
                                                    " tensors"));
   }
+  const int index = backend_->device_index();
+  if (index >= 0 && t.device().index() != index) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is on ", t.device().str(),
+                                                   " but this group's communicator uses device ",
+                                                   index));
+  }
   if (!SupportedDtype(t.scalar_type())) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " has unsupported dtype ", c10::toString(t.scalar_type())));
@@ -147,8 +153,11 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
     std::lock_guard<std::mutex> lock(failure->mu);
     if (failure->first.ok()) failure->first = s;
   };
+  // A failed check or launch latches the group at once, not when someone waits: later calls must
+  // not start another timeout-long check, or touch a backend that gave up.
   auto failed = [&](absl::Status s) {
-    return Work(op, {[s] { return s; }}, sink);
+    sink(WithOpContext(op, s));
+    return Work(op, {[s] { return s; }}, nullptr);
   };
   {
     std::lock_guard<std::mutex> lock(failure->mu);

@@ -2,6 +2,7 @@
 #include "comm/tcp_mesh.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -29,7 +31,7 @@ absl::Status Errno(const std::string& what) {
 
 int Remaining(TcpMesh::Deadline deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
 }
 
 // The local IPv4 address that routes to `master` (no packet is sent), so peers on other hosts
@@ -78,8 +80,22 @@ absl::StatusOr<int> ConnectTo(const std::string& host_port, TcpMesh::Deadline de
   }
   addr.sin_port = htons(static_cast<uint16_t>(port));
   while (true) {  // the peer's listener exists before it publishes, so retries are rare
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return Errno("socket");
+    // Non-blocking, so an unreachable peer costs the deadline, not the kernel's SYN retries.
+    const int flags = fcntl(fd, F_GETFL, 0);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = ETIMEDOUT;
+      socklen_t len = sizeof(err);
+      if (poll(&p, 1, Remaining(deadline)) == 1) getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      rc = err == 0 ? 0 : -1;
+      errno = err;
+    }
+    if (rc == 0) {
+      fcntl(fd, F_SETFL, flags);
       NoDelay(fd);
       return fd;
     }
@@ -99,6 +115,7 @@ absl::StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const BackendContext& 
   auto host = LocalAddressToward(ctx.master_addr);
   if (!host.ok()) return host.status();
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) return Errno("socket");
   ListenerGuard guard{listener};
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

@@ -24,8 +24,7 @@ absl::Status Work::Wait() {
   for (Step& step : state_->steps) {
     absl::Status s = step();
     if (!s.ok()) {
-      state_->result = absl::Status(
-          s.code(), absl::StrCat("comm: ", Describe(state_->op), " failed: ", s.message()));
+      state_->result = WithOpContext(state_->op, s);
       if (state_->on_failure) state_->on_failure(state_->result);
       break;
     }
@@ -33,6 +32,12 @@ absl::Status Work::Wait() {
   state_->done = true;
   state_->steps.clear();  // drop the tensors the steps hold
   return state_->result;
+}
+
+absl::Status WithOpContext(const OpDesc& op, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("comm: ", Describe(op), " failed: ", status.message()));
 }
 
 absl::Status WaitAll(std::vector<Work>& works) {

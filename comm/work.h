@@ -42,6 +42,9 @@ class Work {
   std::shared_ptr<State> state_;
 };
 
+// `status` with the op's context: "comm: <Describe(op)> failed: <message>".
+absl::Status WithOpContext(const OpDesc& op, const absl::Status& status);
+
 // Waits for every handle, returns the first error (all are waited for even after one fails).
 absl::Status WaitAll(std::vector<Work>& works);
 

@@ -71,7 +71,8 @@ std::vector<std::string> ChildEnv(int rank, int world, int port, const std::stri
     if (eq != std::string::npos) vars[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   // A child exits without gtest's teardown: keep it from touching Bazel's test result files.
-  for (const char* v : {"TEST_PREMATURE_EXIT_FILE", "XML_OUTPUT_FILE", "GTEST_OUTPUT"}) {
+  for (const char* v : {"TEST_PREMATURE_EXIT_FILE", "XML_OUTPUT_FILE", "GTEST_OUTPUT",
+                        "GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS", "TEST_SHARD_STATUS_FILE"}) {
     vars.erase(v);
   }
   vars["RANK"] = std::to_string(rank);
@@ -126,7 +127,13 @@ std::vector<RankOutcome> SpawnRanks(int world_size, const RankFn& fn,
       absl::StrCat("--gtest_filter=", test->test_suite_name(), ".", test->name());
   const char* tmp = std::getenv("TEST_TMPDIR");
   std::string dir_template = absl::StrCat(tmp ? tmp : "/tmp", "/spawn_ranks.XXXXXX");
-  const std::string dir = mkdtemp(dir_template.data());
+  if (mkdtemp(dir_template.data()) == nullptr) {
+    ADD_FAILURE() << "SpawnRanks: cannot create a temporary folder under " << dir_template;
+    std::vector<RankOutcome> none(world_size);
+    for (int r = 0; r < world_size; ++r) none[r] = {r, absl::InternalError("no temporary folder")};
+    return none;
+  }
+  const std::string dir = dir_template;
   const int port = FreePort();
 
   std::vector<pid_t> pids(world_size, -1);
