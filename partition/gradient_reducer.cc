@@ -231,8 +231,10 @@ absl::Status GradientReducer::FinishBackward(bool ignore_unused) {
         "Backward on rank ", group_->rank(), ": parameter(s) ", absl::StrJoin(unused, ", "),
         " received no gradient; set ignore_unused_parameters to treat them as zero"));
   }
-  if (status.ok() && reduce_) {
+  if (reduce_) {
     // Unused parameters contribute zeros; everything not yet launched goes now, in bucket order.
+    // Even when this rank is about to fail: the other ranks must not wait for its buckets until
+    // the timeout; they learn of the failure at their next collective, when this rank is gone.
     std::fill(waiting_.begin(), waiting_.end(), 0);
     LaunchReady();
   }
