@@ -47,6 +47,13 @@ internal::AdamScalars MakeAdamScalars(const AdamOptions& o, int64_t step) {
   return s;
 }
 
+absl::Status CheckAdamShard(const AdamOptions& options, size_t index, const AdamShard& s) {
+  return CheckShard("AdamShard", index, s.size,
+                    {{"params", s.params}, {"grads", s.grads}, {"exp_avg", s.exp_avg},
+                     {"exp_avg_sq", s.exp_avg_sq},
+                     {"max_exp_avg_sq (amsgrad)", options.amsgrad ? s.max_exp_avg_sq : s.exp_avg}});
+}
+
 }  // namespace internal
 
 absl::Status FusedAdamStep(const AdamOptions& options, int64_t step,
@@ -57,11 +64,7 @@ absl::Status FusedAdamStep(const AdamOptions& options, int64_t step,
   std::vector<internal::StreamTypes> types;
   for (size_t i = 0; i < shards.size(); ++i) {
     const AdamShard& s = shards[i];
-    ZT_RETURN_IF_ERROR(internal::CheckShard(
-        "AdamShard", i, s.size,
-        {{"params", s.params}, {"grads", s.grads}, {"exp_avg", s.exp_avg},
-         {"exp_avg_sq", s.exp_avg_sq},
-         {"max_exp_avg_sq (amsgrad)", options.amsgrad ? s.max_exp_avg_sq : s.exp_avg}}));
+    ZT_RETURN_IF_ERROR(internal::CheckAdamShard(options, i, s));
     sizes.push_back(s.size);
     internal::Streams st;
     st.param = s.params;

@@ -56,6 +56,8 @@ namespace internal {
 // Shared with the CUDA front end (fused_adam_cuda.cc), so both devices check the same options
 // and fold the same per-step scalars (in double, once per step).
 absl::Status CheckAdamOptions(const AdamOptions& options, int64_t step);
+// Shard `index`'s pointers (max_exp_avg_sq only with amsgrad), named in the error.
+absl::Status CheckAdamShard(const AdamOptions& options, size_t index, const AdamShard& shard);
 AdamScalars MakeAdamScalars(const AdamOptions& options, int64_t step);
 }  // namespace internal
 

@@ -12,12 +12,7 @@ namespace zerotrain::optim {
 
 absl::StatusOr<double> LocalSumOfSquares(absl::Span<const GradShard> shards,
                                          const GradReductionOptions& options) {
-  std::vector<int64_t> sizes;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    ZT_RETURN_IF_ERROR(
-        internal::CheckShard("GradShard", i, shards[i].size, {{"data", shards[i].data}}));
-    sizes.push_back(shards[i].size);
-  }
+  ZT_ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, internal::CheckGradShards(shards));
   std::vector<double> partial(internal::CountChunks(sizes), 0.0);
   ZT_RETURN_IF_ERROR(internal::RunOnShards(
       options.simd, options.threads, sizes,

@@ -26,11 +26,7 @@ absl::Status FusedAdamStepCuda(const AdamOptions& options, int64_t step,
   std::vector<cuda::Tensor> tensors;
   for (size_t i = 0; i < shards.size(); ++i) {
     const AdamShard& s = shards[i];
-    ZT_RETURN_IF_ERROR(internal::CheckShard(
-        "AdamShard", i, s.size,
-        {{"params", s.params}, {"grads", s.grads}, {"exp_avg", s.exp_avg},
-         {"exp_avg_sq", s.exp_avg_sq},
-         {"max_exp_avg_sq (amsgrad)", options.amsgrad ? s.max_exp_avg_sq : s.exp_avg}}));
+    ZT_RETURN_IF_ERROR(internal::CheckAdamShard(options, i, s));
     tensors.push_back({s.params, s.grads, s.exp_avg, s.exp_avg_sq,
                        options.amsgrad ? s.max_exp_avg_sq : nullptr, s.params_out, s.size,
                        static_cast<int8_t>(s.grad_dtype),

@@ -56,4 +56,14 @@ absl::Status RunOnShards(SimdPath simd, int threads, absl::Span<const int64_t> s
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<int64_t>> CheckGradShards(absl::Span<const GradShard> shards) {
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    absl::Status s = CheckShard("GradShard", i, shards[i].size, {{"data", shards[i].data}});
+    if (!s.ok()) return s;
+    sizes.push_back(shards[i].size);
+  }
+  return sizes;
+}
+
 }  // namespace zerotrain::optim::internal

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
-#include "absl/strings/string_view.h"
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "optim/cpu_dispatch.h"
 #include "optim/kernels.h"
@@ -27,6 +29,10 @@ struct NamedPointer {
 // OK when size >= 0 and, for a non-empty shard, every pointer is non-null.
 absl::Status CheckShard(absl::string_view shard_kind, size_t index, int64_t size,
                         std::initializer_list<NamedPointer> pointers);
+
+// Checks every gradient shard (CheckShard with its data pointer) and returns their sizes, the
+// shape RunOnShards takes.
+absl::StatusOr<std::vector<int64_t>> CheckGradShards(absl::Span<const GradShard> shards);
 
 // `chunk` numbers the chunks 0, 1, ... in shard order, so reductions can keep one partial
 // result per chunk and add them up in a fixed order.
