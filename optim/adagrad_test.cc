@@ -15,11 +15,10 @@
 namespace zerotrain::optim {
 namespace {
 
+using testing::kShardSizes;
+using testing::kTotal;
 using testing::AllClose;
 using testing::RandomNormal;
-
-const std::vector<int64_t> kShardSizes = {0, 13, 40003, 7, 1000};
-constexpr int64_t kTotal = 41023;
 
 struct OurAdagrad {
   OurAdagrad(const std::vector<float>& init, float initial_accumulator)

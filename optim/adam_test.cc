@@ -17,12 +17,12 @@
 namespace zerotrain::optim {
 namespace {
 
+using testing::kShardSizes;
 using testing::AllClose;
 using testing::ReferenceAdam;
 using testing::RandomNormal;
 
 // Shard sizes: empty, odd, several chunks, shorter than one vector, and a plain one.
-const std::vector<int64_t> kShardSizes = {0, 13, 40003, 7, 1000};
 
 int64_t Total() {
   int64_t n = 0;

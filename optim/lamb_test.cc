@@ -13,11 +13,11 @@
 namespace zerotrain::optim {
 namespace {
 
+using testing::kTotal;
 using testing::AllClose;
 using testing::RandomNormal;
 
 const std::vector<int64_t> kTensorSizes = {0, 13, 40003, 7, 1000};
-constexpr int64_t kTotal = 41023;
 
 // The paper's update per tensor, in double, with DeepSpeed's clamp.
 struct ReferenceLamb {

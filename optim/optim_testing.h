@@ -17,6 +17,11 @@ namespace zerotrain::optim::testing {
 inline constexpr double kAbsTol = 1e-7;
 inline constexpr double kRelTol = 1e-5;
 
+// The shard sizes the optimizer tests cut one buffer into: empty, tiny, several chunks with an
+// odd tail, a sub-vector remainder, and a round one; kTotal is their sum.
+inline const std::vector<int64_t> kShardSizes = {0, 13, 40003, 7, 1000};
+inline constexpr int64_t kTotal = 41023;
+
 // Fails (non-fatally, at most a few messages) on the first elements outside the tolerance.
 ::testing::AssertionResult AllClose(const float* ours, const float* theirs, int64_t n,
                                     double abs_tol = kAbsTol, double rel_tol = kRelTol);
