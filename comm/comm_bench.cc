@@ -2,7 +2,7 @@
 // and 4 local ranks over loopback, for zerotrain's ProcessGroup (call check on and off) and for
 // the same calls made straight on c10d's ProcessGroupGloo, in one run. Prints a markdown table.
 //   bazel run -c opt //comm:comm_bench [-- --max_mib=256 --worlds=2,4]
-// Started without rank variables it launches the ranks itself (comm/local_ranks.h).
+// Started without rank variables it launches the ranks itself (comm/launcher.h).
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "comm/comm_log.h"
 #include "comm/gloo_backend.h"
-#include "comm/local_ranks.h"
+#include "comm/launcher.h"
 #include "comm/process_group.h"
 #include "comm/rendezvous.h"
 
@@ -155,7 +155,8 @@ int main(int argc, char** argv) {
                    std::string(w).c_str());
       return 2;
     }
-    absl::Status s = zerotrain::comm::RunLocalRanks(world, port, {"--max_mib=" + max_mib});
+    absl::Status s = zerotrain::comm::LaunchRanks(
+        {.nproc_per_node = world, .master_port = port, .args = {"--max_mib=" + max_mib}});
     if (!s.ok()) {
       std::fprintf(stderr, "comm_bench: %s\n", std::string(s.message()).c_str());
       return 1;

@@ -77,6 +77,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   ZT_ASSIGN_OR_RETURN(auto flat, partition::FlatParams::Create(named, group->world_size(),
                                                                options.reduce_bucket_size));
   e->flat_ = std::make_unique<partition::FlatParams>(std::move(flat));
+  ZT_RETURN_IF_ERROR(e->BroadcastInitialState());
   partition::ReducerOptions ro;
   ro.stage = options.stage;
   ro.overlap_comm = options.overlap_comm;
@@ -143,6 +144,16 @@ absl::Status Engine::CheckRanksAgree(const std::vector<ParamSignature>& params,
       "Engine::Create on rank ", group_->rank(), ": ranks disagree on ",
       absl::StrJoin(differ, "; "),
       ". Every rank must build the same model with the same engine options."));
+}
+
+absl::Status Engine::BroadcastInitialState() {
+  // As DDP and deepspeed.initialize do: however each rank initialised its module, training starts
+  // from rank 0's parameters and buffers, so no seed discipline is needed for correctness.
+  ZT_RETURN_IF_ERROR(group_->Broadcast(flat_->flat(), 0));
+  for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
+    if (t.numel() > 0 && t.is_contiguous()) ZT_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Engine::InitMaster() {

@@ -70,6 +70,7 @@ class Engine {
   // rank; returns `local`'s error, or one naming what differs across ranks.
   absl::Status CheckRanksAgree(const std::vector<ParamSignature>& params,
                                const absl::Status& local);
+  absl::Status BroadcastInitialState();
   absl::Status InitMaster();
   absl::StatusOr<bool> AgreeOverflow(const std::vector<partition::GradSegment>& grads);
   absl::StatusOr<double> GradScale(const std::vector<partition::GradSegment>& grads);

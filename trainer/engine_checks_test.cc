@@ -1,6 +1,6 @@
 // Engine errors for bad input (no trainable parameters, a parameter without a gradient, Step
-// before Backward, ranks that disagree on model or options, inconsistent batch sizes), and the
-// optimizer extension point.
+// before Backward, ranks that disagree on model or options, inconsistent batch sizes), the
+// broadcast of rank 0's initial parameters, and the optimizer extension point.
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
@@ -105,6 +105,26 @@ absl::StatusOr<std::string> MismatchedRanks(int rank) {
 
 TEST(EngineChecks, MismatchedRanksNameWhatDiffers) {
   auto outcomes = SpawnRanks(2, MismatchedRanks);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+// Ranks that initialised their modules differently (another seed each) start from rank 0's
+// parameters, as with DDP.
+TEST(EngineChecks, RanksStartFromRankZerosParameters) {
+  auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+    torch::manual_seed(100);  // rank 0's seed below
+    torch::nn::Linear rank0(4, 5);
+    torch::manual_seed(100 + rank);
+    torch::nn::Linear net(4, 5);
+    EngineOptions o = Basic();
+    o.stage = 1;
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
+    if (!torch::equal(net->weight, rank0->weight) || !torch::equal(net->bias, rank0->bias)) {
+      return absl::InternalError(absl::StrCat("rank ", rank, " kept its own initialisation"));
+    }
+    return std::string("ok");
+  });
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 

@@ -17,7 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "comm/comm.h"
-#include "comm/local_ranks.h"
+#include "comm/launcher.h"
 #include "trainer/engine.h"
 
 namespace zerotrain::trainer {
@@ -163,7 +163,8 @@ int main(int argc, char** argv) {
     zerotrain::comm::DieWithLauncher();
     return zerotrain::trainer::RunRank(steps);
   }
-  absl::Status s = zerotrain::comm::RunLocalRanks(world, 29750, {absl::StrCat("--steps=", steps)});
+  absl::Status s = zerotrain::comm::LaunchRanks(
+      {.nproc_per_node = world, .master_port = 29750, .args = {absl::StrCat("--steps=", steps)}});
   if (!s.ok()) {
     std::fprintf(stderr, "zero_bench: %s\n", std::string(s.message()).c_str());
     return 1;

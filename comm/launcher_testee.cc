@@ -1,0 +1,70 @@
+// The program launcher_test starts: run plainly, it launches 2 ranks of itself with LaunchRanks
+// and exits 0 (all ranks fine), 1 (a rank failed) or 3 (stopped by a signal), printing the
+// launcher's error; as a rank it does what argv[1] says, leaving evidence in the directory argv[2].
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "comm/launcher.h"
+
+namespace {
+
+std::string g_dir;
+
+void Write(const std::string& name, const std::string& text) {
+  std::ofstream(g_dir + "/" + name) << text;
+}
+
+void OnSignal(int signo) {
+  Write(std::string("rank") + std::getenv("RANK") + ".got" + std::to_string(signo), "");
+  _exit(0);
+}
+
+int RunRank(const std::string& mode) {
+  zerotrain::comm::DieWithLauncher();
+  const std::string rank = std::getenv("RANK");
+  if (mode == "ok") {
+    Write("rank" + rank + ".env",
+          std::string(std::getenv("RANK")) + " " + std::getenv("LOCAL_RANK") + " " +
+              std::getenv("WORLD_SIZE") + " " + std::getenv("LOCAL_WORLD_SIZE") + " " +
+              std::getenv("MASTER_ADDR") + " " + std::getenv("MASTER_PORT") + " " +
+              std::getenv("OMP_NUM_THREADS"));
+    return 0;
+  }
+  if (mode == "fail" && std::string(std::getenv("LOCAL_RANK")) == "1") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    zerotrain::comm::ReportRankError("could not open /data/shard7: No such file");
+    return 3;
+  }
+  // "fail" (other ranks) and "wait": block until a signal arrives or the test gives up.
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  Write("rank" + rank + ".ready", "");
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  return 4;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 5;
+  g_dir = argv[2];
+  if (zerotrain::comm::LaunchedByLauncher()) return RunRank(argv[1]);
+  zerotrain::comm::LaunchOptions options;
+  options.nproc_per_node = 2;
+  options.nnodes = 2;
+  options.node_rank = 1;  // global ranks 2 and 3 of 4
+  options.master_port = 29123;
+  options.grace = std::chrono::seconds(2);
+  options.args = {argv[1], argv[2]};
+  const absl::Status s = zerotrain::comm::LaunchRanks(options);
+  std::fprintf(stderr, "%s\n", s.ToString().c_str());
+  if (s.ok()) return 0;
+  return absl::IsCancelled(s) ? 3 : 1;
+}
