@@ -132,7 +132,17 @@ void GradientReducer::ZeroUncovered(int bucket) {
 
 void GradientReducer::OnGrad(int param, const at::Tensor& tensor) {
   // Outside the engine's Backward (a user's own backward), .grad stays as autograd left it.
-  if (!active_ || arrived_[param] || !hook_error_.ok()) return;
+  if (!active_ || !hook_error_.ok()) return;
+  if (arrived_[param]) {
+    // Autograd sums every use of a leaf before accumulating, so a second call means a reentrant
+    // backward (e.g. the parameter is used in two checkpointed blocks): its bucket may already be
+    // reducing, so the second piece cannot join it.
+    hook_error_ = absl::FailedPreconditionError(absl::StrCat(
+        "gradient of '", params_->name(param),
+        "' arrived in more than one piece in one backward: a parameter used inside several "
+        "activation-checkpointed blocks (or inside one and outside it) is not supported"));
+    return;
+  }
   try {
     c10::NoGradGuard no_grad;
     at::Tensor& slot = tensor.mutable_grad();

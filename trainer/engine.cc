@@ -88,8 +88,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
     e->optimizer_ = options.optimizer_factory();
   } else if (options.optimizer == OptimizerKind::kSgd) {
     e->optimizer_ = MakeSgdShardOptimizer(options.sgd);
+    e->lr_ = options.sgd.lr;
   } else {
     e->optimizer_ = MakeAdamShardOptimizer(options.adam);
+    e->lr_ = options.adam.lr;
   }
   if (e->optimizer_ == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(where, "optimizer_factory returned null"));

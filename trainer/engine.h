@@ -62,7 +62,11 @@ class Engine {
   double formula_bytes() const;  // ZeroFormulaBytes for this configuration
   const partition::FlatParams& flat_params() const { return *flat_; }
   const at::Tensor& master() const { return master_; }
-  void set_lr(double lr) { optimizer_->set_lr(lr); }
+  void set_lr(double lr) {
+    lr_ = lr;
+    optimizer_->set_lr(lr);
+  }
+  double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr is called
 
  private:
   Engine() = default;
@@ -94,6 +98,7 @@ class Engine {
   int64_t optimizer_steps_ = 0;
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
+  double lr_ = 0;
   StepTimes times_, last_times_;
   double last_call_end_ = 0;  // seconds on a steady clock
 };

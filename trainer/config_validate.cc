@@ -1,0 +1,184 @@
+// ValidateConfig, DeepSpeed sections → EngineOptions (config_validate.h). The trainer's own
+// sections (model, data, run, monitors) are in config_validate_sections.cc.
+#include "trainer/config_validate.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "tools/status_macros.h"
+#include "trainer/config_loader.h"
+#include "trainer/config_validate_sections.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+absl::Status Invalid(const std::string& path, const std::string& value, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(path, " = ", value, ": ", why));
+}
+absl::Status NotYet(const std::string& path, const std::string& value, const std::string& why) {
+  return absl::UnimplementedError(absl::StrCat(path, " = ", value, ": ", why));
+}
+std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
+
+// DeepSpeed features zerotrain does not have yet, when the config asks for them.
+absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
+  const ZeroOptimizationConfig& z = c.zero_optimization();
+  if (z.stage() == 3)
+    return NotYet("zero_optimization.stage", "3", "not implemented yet (issue 6)");
+  const std::string od = z.offload_optimizer().device(), pd = z.offload_param().device();
+  if (od != "none" && od != "cpu" && od != "nvme") {
+    return Invalid("zero_optimization.offload_optimizer.device", Quoted(od),
+                   "expected none, cpu or nvme");
+  }
+  if (pd != "none" && pd != "cpu" && pd != "nvme") {
+    return Invalid("zero_optimization.offload_param.device", Quoted(pd),
+                   "expected none, cpu or nvme");
+  }
+  if (od != "none") {
+    return NotYet("zero_optimization.offload_optimizer.device", Quoted(od),
+                  "optimizer offload is not implemented yet (issue 8)");
+  }
+  if (pd != "none") {
+    return NotYet("zero_optimization.offload_param.device", Quoted(pd),
+                  "parameter offload needs ZeRO stage 3 and is not implemented yet (issues 6, 8)");
+  }
+  if (z.zero_quantized_weights() || z.zero_quantized_gradients()) {
+    return NotYet(z.zero_quantized_weights() ? "zero_optimization.zero_quantized_weights"
+                                             : "zero_optimization.zero_quantized_gradients",
+                  "true", "ZeRO++ quantized communication is not implemented");
+  }
+  if (z.zero_hpz_partition_size() > 1) {
+    return NotYet("zero_optimization.zero_hpz_partition_size",
+                  absl::StrCat(z.zero_hpz_partition_size()),
+                  "ZeRO++ hierarchical partitioning is not implemented");
+  }
+  if (z.mics_shard_size() > 0) {
+    return NotYet("zero_optimization.mics_shard_size", absl::StrCat(z.mics_shard_size()),
+                  "MiCS is not implemented");
+  }
+  if (c.prescale_gradients()) {
+    return NotYet("prescale_gradients", "true",
+                  "not implemented (gradients are averaged after "
+                  "the reduction)");
+  }
+  if (c.gradient_predivide_factor() != 1.0) {
+    return NotYet("gradient_predivide_factor", absl::StrCat(c.gradient_predivide_factor()),
+                  "not implemented (only 1.0)");
+  }
+  if (c.fp16().fp16_master_weights_and_grads()) {
+    return NotYet("fp16.fp16_master_weights_and_grads", "true",
+                  "not implemented (master weights are fp32)");
+  }
+  const CheckpointConfig& ck = c.checkpoint();
+  if (ck.load_universal()) {
+    return NotYet("checkpoint.load_universal", "true",
+                  "checkpoints are not implemented yet (issue 7)");
+  }
+  if (ck.use_node_local_storage()) {
+    return NotYet("checkpoint.use_node_local_storage", "true",
+                  "checkpoints are not implemented yet (issue 7)");
+  }
+  if (ck.parallel_write().pipeline_stage()) {
+    return NotYet("checkpoint.parallel_write.pipeline_stage", "true",
+                  "checkpoints are not implemented yet (issue 7)");
+  }
+  const std::string tag = absl::AsciiStrToLower(ck.tag_validation());
+  if (tag != "ignore" && tag != "warn" && tag != "fail") {
+    return Invalid("checkpoint.tag_validation", Quoted(ck.tag_validation()),
+                   "expected Ignore, Warn or Fail");
+  }
+  if (c.run().save_interval() != 0) {
+    return NotYet("run.save_interval", absl::StrCat(c.run().save_interval()),
+                  "checkpoints are not implemented yet (issue 7); use 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ZeroToEngine(const TrainerConfigProto& c, EngineOptions* e,
+                          std::vector<std::string>* warnings) {
+  const ZeroOptimizationConfig& z = c.zero_optimization();
+  if (z.stage() < 0 || z.stage() > 2) {
+    return Invalid("zero_optimization.stage", absl::StrCat(z.stage()), "expected 0, 1, 2 (or 3)");
+  }
+  if (z.reduce_bucket_size() <= 0) {
+    return Invalid("zero_optimization.reduce_bucket_size", absl::StrCat(z.reduce_bucket_size()),
+                   "must be positive");
+  }
+  if (z.allgather_bucket_size() <= 0) {
+    return Invalid("zero_optimization.allgather_bucket_size",
+                   absl::StrCat(z.allgather_bucket_size()), "must be positive");
+  }
+  if (!z.allgather_partitions()) {
+    warnings->push_back(
+        "zero_optimization.allgather_partitions = false: ignored; zerotrain "
+        "always all-gathers the updated partitions");
+  }
+  e->stage = z.stage();
+  e->overlap_comm = z.overlap_comm();
+  e->reduce_scatter = z.reduce_scatter();
+  e->reduce_bucket_size = z.reduce_bucket_size();
+  e->allgather_bucket_size = z.allgather_bucket_size();
+  e->ignore_unused_parameters = z.ignore_unused_parameters();
+  if (c.gradient_clipping() < 0) {
+    return Invalid("gradient_clipping", absl::StrCat(c.gradient_clipping()), "must be >= 0");
+  }
+  e->gradient_clipping = c.gradient_clipping();
+  return absl::OkStatus();
+}
+
+absl::Status PrecisionToEngine(const TrainerConfigProto& c, EngineOptions* e) {
+  if (c.fp16().enabled() && c.bf16().enabled()) {
+    return Invalid("fp16.enabled and bf16.enabled", "true", "enable at most one of them");
+  }
+  e->precision = c.bf16().enabled()   ? Precision::kBFloat16
+                 : c.fp16().enabled() ? Precision::kFloat16
+                                      : Precision::kFloat32;
+  const Fp16Config& f = c.fp16();
+  e->fp16.loss_scale = f.loss_scale();
+  e->fp16.initial_scale_power = f.initial_scale_power();
+  e->fp16.loss_scale_window = f.loss_scale_window();
+  e->fp16.hysteresis = f.hysteresis();
+  e->fp16.consecutive_hysteresis = f.consecutive_hysteresis();
+  e->fp16.min_loss_scale = f.min_loss_scale();
+  if (absl::StatusOr<optim::LossScaler> s = optim::LossScaler::Create(e->fp16); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("fp16: ", s.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, int world_size,
+                                             std::vector<std::string>* warnings) {
+  // Every section is read from `config`, whose getters give the declared defaults; `effective`
+  // collects the values used, for PrintConfig.
+  TrainerConfig out;
+  out.effective = config;
+  FillDefaults(&out.effective);
+  ZT_RETURN_IF_ERROR(RejectUnimplemented(config));
+  ZT_RETURN_IF_ERROR(ZeroToEngine(config, &out.engine, warnings));
+  ZT_RETURN_IF_ERROR(PrecisionToEngine(config, &out.engine));
+  ZT_RETURN_IF_ERROR(OptimizerToEngine(config, &out.engine, &out.effective));
+
+  out.engine.train_batch_size = config.train_batch_size();
+  out.engine.train_micro_batch_size_per_gpu = config.train_micro_batch_size_per_gpu();
+  out.engine.gradient_accumulation_steps = config.gradient_accumulation_steps();
+  ZT_ASSIGN_OR_RETURN(out.batch, ResolveBatchSizes(out.engine, world_size));
+  out.effective.set_train_batch_size(out.batch.train_batch_size);
+  out.effective.set_train_micro_batch_size_per_gpu(out.batch.micro_batch_size);
+  out.effective.set_gradient_accumulation_steps(out.batch.gradient_accumulation_steps);
+
+  ZT_RETURN_IF_ERROR(RunFromConfig(config, &out.run));
+  ZT_ASSIGN_OR_RETURN(
+      out.scheduler,
+      ScheduleFromConfig(
+          config.scheduler(),
+          out.engine.optimizer == OptimizerKind::kSgd ? out.engine.sgd.lr : out.engine.adam.lr,
+          out.run.steps, out.effective.mutable_scheduler()));
+  if (!config.has_scheduler()) out.effective.clear_scheduler();
+  ZT_RETURN_IF_ERROR(ModelFromConfig(config, &out, warnings));
+  ZT_RETURN_IF_ERROR(DataFromConfig(config, &out.data, &out.effective));
+  ZT_RETURN_IF_ERROR(MonitorsFromConfig(config, &out, warnings));
+  return out;
+}
+
+}  // namespace zerotrain::trainer

@@ -1,0 +1,219 @@
+// ValidateConfig: how each section maps onto the module options, and one clear error (field and
+// value) for each bad input.
+#include "trainer/config_validate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "trainer/config_loader.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+absl::StatusOr<TrainerConfig> Validate(const std::string& pbtxt, int world = 2,
+                                       std::vector<std::string>* warnings = nullptr) {
+  std::vector<std::string> ignored;
+  absl::StatusOr<TrainerConfigProto> proto =
+      ParsePbtxt("train_micro_batch_size_per_gpu: 4\n" + pbtxt, "test.pbtxt");
+  if (!proto.ok()) return proto.status();
+  return ValidateConfig(*proto, world, warnings ? warnings : &ignored);
+}
+
+TrainerConfig Valid(const std::string& pbtxt, std::vector<std::string>* warnings = nullptr) {
+  absl::StatusOr<TrainerConfig> c = Validate(pbtxt, 2, warnings);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : TrainerConfig{};
+}
+
+// The error message, which must name the field and the value.
+std::string Error(const std::string& pbtxt,
+                  absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+  absl::StatusOr<TrainerConfig> c = Validate(pbtxt);
+  EXPECT_FALSE(c.ok()) << pbtxt;
+  if (c.ok()) return "";
+  EXPECT_EQ(c.status().code(), code) << c.status();
+  return std::string(c.status().message());
+}
+
+TEST(ConfigValidate, DeepSpeedDefaultsWhenSectionsAreAbsent) {
+  TrainerConfig c = Valid("");
+  EXPECT_EQ(c.engine.stage, 0);
+  EXPECT_FALSE(c.engine.overlap_comm);             // DeepSpeed's default, unlike EngineOptions'
+  EXPECT_TRUE(c.engine.ignore_unused_parameters);  // likewise
+  EXPECT_EQ(c.engine.reduce_bucket_size, 500000000);
+  EXPECT_EQ(c.engine.precision, Precision::kFloat32);
+  EXPECT_EQ(c.engine.optimizer, OptimizerKind::kAdam);
+  EXPECT_TRUE(c.engine.adam.adamw);  // FusedAdam's adam_w_mode = True
+  EXPECT_EQ(c.engine.adam.weight_decay, 0.0);
+  EXPECT_EQ(c.batch.train_batch_size, 8);
+  EXPECT_EQ(c.run.steps_per_print, 10);
+  EXPECT_EQ(c.scheduler.type, "");
+  // Unset model and data fields are the modules' own defaults.
+  const GptOptions g;
+  EXPECT_EQ(c.model.n_embd, g.n_embd);
+  EXPECT_EQ(c.model.n_layer, g.n_layer);
+  EXPECT_EQ(c.effective.model().n_head(), g.n_head);
+  EXPECT_EQ(c.data.seed, DataOptions{}.seed);
+  EXPECT_EQ(c.metrics.csv_output_path, c.run.output_dir);
+}
+
+TEST(ConfigValidate, ZeroAndPrecisionMapOntoEngineOptions) {
+  TrainerConfig c = Valid(R"(
+    gradient_clipping: 0.5
+    zero_optimization { stage: 2 overlap_comm: true reduce_scatter: false
+                        reduce_bucket_size: 1000 allgather_bucket_size: 2000
+                        ignore_unused_parameters: false }
+    fp16 { enabled: true initial_scale_power: 8 loss_scale_window: 50 hysteresis: 1
+           consecutive_hysteresis: true min_loss_scale: 0.5 })");
+  EXPECT_EQ(c.engine.stage, 2);
+  EXPECT_TRUE(c.engine.overlap_comm);
+  EXPECT_FALSE(c.engine.reduce_scatter);
+  EXPECT_EQ(c.engine.reduce_bucket_size, 1000);
+  EXPECT_EQ(c.engine.allgather_bucket_size, 2000);
+  EXPECT_FALSE(c.engine.ignore_unused_parameters);
+  EXPECT_EQ(c.engine.gradient_clipping, 0.5);
+  EXPECT_EQ(c.engine.precision, Precision::kFloat16);
+  EXPECT_EQ(c.engine.fp16.initial_scale_power, 8);
+  EXPECT_EQ(c.engine.fp16.loss_scale_window, 50);
+  EXPECT_EQ(c.engine.fp16.hysteresis, 1);
+  EXPECT_TRUE(c.engine.fp16.consecutive_hysteresis);
+  EXPECT_EQ(c.engine.fp16.min_loss_scale, 0.5);
+  EXPECT_EQ(Valid("bf16 { enabled: true }").engine.precision, Precision::kBFloat16);
+}
+
+TEST(ConfigValidate, OptimizerTypesFollowDeepSpeed) {
+  TrainerConfig adam = Valid(R"(optimizer { type: "Adam" params { lr: 0.01 betas: [0.8, 0.9]
+                                 eps: 1e-6 weight_decay: 0.1 adam_w_mode: false } })");
+  EXPECT_EQ(adam.engine.adam.lr, 0.01);
+  EXPECT_EQ(adam.engine.adam.beta1, 0.8);
+  EXPECT_EQ(adam.engine.adam.beta2, 0.9);
+  EXPECT_EQ(adam.engine.adam.eps, 1e-6);
+  EXPECT_EQ(adam.engine.adam.weight_decay, 0.1);
+  EXPECT_FALSE(adam.engine.adam.adamw);
+  EXPECT_TRUE(Valid(R"(optimizer { type: "adamw" })").engine.adam.adamw);
+  TrainerConfig sgd = Valid(R"(optimizer { type: "sgd" params { lr: 0.1 momentum: 0.9
+                                nesterov: true weight_decay: 0.01 } })");
+  EXPECT_EQ(sgd.engine.optimizer, OptimizerKind::kSgd);
+  EXPECT_EQ(sgd.engine.sgd.lr, 0.1);
+  EXPECT_EQ(sgd.engine.sgd.momentum, 0.9);
+  EXPECT_TRUE(sgd.engine.sgd.nesterov);
+  EXPECT_EQ(sgd.engine.sgd.weight_decay, 0.01);
+  EXPECT_EQ(sgd.effective.optimizer().type(), "SGD");
+  EXPECT_FALSE(sgd.effective.optimizer().params().has_eps());  // only SGD's parameters
+}
+
+TEST(ConfigValidate, ActivationCheckpointing) {
+  std::vector<std::string> warnings;
+  TrainerConfig c = Valid(R"(model { n_layer: 5 }
+      activation_checkpointing { number_checkpoints: 2 cpu_checkpointing: true profile: true
+                                 partition_activations: true })",
+                          &warnings);
+  EXPECT_EQ(c.model.checkpoint_every, 3);  // ceil(5 / 2)
+  EXPECT_TRUE(c.model.cpu_checkpointing);
+  EXPECT_TRUE(c.model.profile_checkpointing);
+  EXPECT_TRUE(c.activation_checkpointing.cpu_checkpointing);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("partition_activations"));
+  EXPECT_THAT(warnings[0], HasSubstr("model parallelism"));
+  EXPECT_EQ(
+      Valid("model { checkpoint_every: 1 } activation_checkpointing { number_checkpoints: 2 }")
+          .model.checkpoint_every,
+      1);
+}
+
+TEST(ConfigValidate, MonitorsCommsAndRun) {
+  TrainerConfig c = Valid(R"(
+    steps_per_print: 3 wall_clock_breakdown: true
+    tensorboard { enabled: true job_name: "j" }
+    csv_monitor { enabled: true output_path: "/tmp/csv" job_name: "j" }
+    comms_logger { enabled: true prof_all: false prof_ops: ["all_gather_into_tensor"] }
+    run { steps: 7 output_dir: "/tmp/out" eval_interval: 2 eval_iters: 3 sample_tokens: 0 })");
+  EXPECT_TRUE(c.metrics.tensorboard);
+  EXPECT_EQ(c.metrics.tensorboard_output_path, "/tmp/out");
+  EXPECT_EQ(c.metrics.csv_output_path, "/tmp/csv");
+  EXPECT_EQ(c.metrics.job_name, "j");
+  EXPECT_TRUE(c.comms_logger.enabled);
+  EXPECT_THAT(c.comms_logger.prof_ops, ElementsAre("all_gather"));
+  EXPECT_EQ(c.run.steps, 7);
+  EXPECT_EQ(c.run.steps_per_print, 3);
+  EXPECT_TRUE(c.run.wall_clock_breakdown);
+  EXPECT_EQ(c.run.eval_interval, 2);
+}
+
+TEST(ConfigValidate, BadValuesNameFieldAndValue) {
+  EXPECT_THAT(Error(R"(model { name: "llama" })"), HasSubstr("model.name = \"llama\""));
+  EXPECT_THAT(Error(R"(optimizer { type: "Adamax" })"), HasSubstr("optimizer.type = \"Adamax\""));
+  EXPECT_THAT(Error("optimizer { params { lr: -0.001 } }"),
+              HasSubstr("optimizer.params.lr = -0.001: must be >= 0"));
+  EXPECT_THAT(Error("optimizer { params { betas: [0.9] } }"), HasSubstr("optimizer.params.betas"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Adam" params { momentum: 0.9 } })"),
+              HasSubstr("optimizer.params.momentum: not a parameter of Adam"));
+  EXPECT_THAT(Error(R"(optimizer { type: "SGD" params { nesterov: true } })"),
+              HasSubstr("optimizer.params.nesterov"));
+  EXPECT_THAT(Error("zero_optimization { stage: 5 }"), HasSubstr("zero_optimization.stage = 5"));
+  EXPECT_THAT(Error("zero_optimization { reduce_bucket_size: 0 }"),
+              HasSubstr("zero_optimization.reduce_bucket_size = 0"));
+  EXPECT_THAT(Error("fp16 { enabled: true } bf16 { enabled: true }"),
+              HasSubstr("fp16.enabled and bf16.enabled"));
+  EXPECT_THAT(Error("gradient_clipping: -1"), HasSubstr("gradient_clipping = -1"));
+  EXPECT_THAT(Error(R"(scheduler { type: "Cosine" })"), HasSubstr("scheduler.type = \"Cosine\""));
+  EXPECT_THAT(Error(R"(scheduler { type: "WarmupLR" params { total_num_steps: 5 } })"),
+              HasSubstr("scheduler.params.total_num_steps: not a parameter of WarmupLR"));
+  EXPECT_THAT(Error(R"(data { source: "text" path: "/nonexistent/corpus.txt" })"),
+              HasSubstr("data.path = \"/nonexistent/corpus.txt\": cannot read"));
+  EXPECT_THAT(Error(R"(data { source: "web" })"), HasSubstr("data.source = \"web\""));
+  EXPECT_THAT(Error("data { eval_fraction: 1.5 }"), HasSubstr("data.eval_fraction = 1.5"));
+  EXPECT_THAT(Error("run { steps: 0 }"), HasSubstr("run.steps = 0"));
+  EXPECT_THAT(Error("model { n_embd: 384 n_head: 5 }"), HasSubstr("model: "));  // 384 % 5
+  EXPECT_THAT(Error("activation_checkpointing { number_checkpoints: 0 }"),
+              HasSubstr("activation_checkpointing.number_checkpoints = 0"));
+  EXPECT_THAT(Error(R"(comms_logger { prof_ops: ["all_to_all"] })"),
+              HasSubstr("comms_logger.prof_ops[0] = \"all_to_all\""));
+  EXPECT_THAT(Error("aio { queue_depth: 0 }"), HasSubstr("aio.queue_depth = 0"));
+  EXPECT_THAT(Error(R"(checkpoint { tag_validation: "Maybe" })"),
+              HasSubstr("checkpoint.tag_validation = \"Maybe\""));
+}
+
+TEST(ConfigValidate, BatchTripleThatDoesNotMultiplyOutForTheWorld) {
+  absl::StatusOr<TrainerConfig> c =
+      Validate("train_batch_size: 16 gradient_accumulation_steps: 1", 2);
+  ASSERT_FALSE(c.ok());  // 4 per rank x 1 x 2 ranks = 8, not 16
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("train_batch_size=16"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("world_size=2"));
+  EXPECT_TRUE(Validate("train_batch_size: 16 gradient_accumulation_steps: 1", 4).ok());
+}
+
+TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
+  using absl::StatusCode;
+  EXPECT_THAT(Error("zero_optimization { stage: 3 }", StatusCode::kUnimplemented),
+              HasSubstr("zero_optimization.stage = 3: not implemented yet (issue 6)"));
+  EXPECT_THAT(Error(R"(zero_optimization { offload_optimizer { device: "nvme" } })",
+                    StatusCode::kUnimplemented),
+              HasSubstr("(issue 8)"));
+  EXPECT_THAT(
+      Error(R"(zero_optimization { offload_param { device: "cpu" } })", StatusCode::kUnimplemented),
+      HasSubstr("zero_optimization.offload_param.device = \"cpu\""));
+  EXPECT_THAT(Error(R"(zero_optimization { offload_param { device: "gpu" } })"),
+              HasSubstr("expected none, cpu or nvme"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Lamb" })", StatusCode::kUnimplemented),
+              HasSubstr("optimizer.type = \"Lamb\""));
+  EXPECT_THAT(Error("checkpoint { load_universal: true }", StatusCode::kUnimplemented),
+              HasSubstr("checkpoint.load_universal = true"));
+  EXPECT_THAT(Error("run { save_interval: 10 }", StatusCode::kUnimplemented),
+              HasSubstr("run.save_interval = 10"));
+  EXPECT_THAT(Error("prescale_gradients: true", StatusCode::kUnimplemented),
+              HasSubstr("prescale_gradients = true"));
+  EXPECT_THAT(
+      Error("zero_optimization { zero_quantized_weights: true }", StatusCode::kUnimplemented),
+      HasSubstr("zero_optimization.zero_quantized_weights"));
+  EXPECT_THAT(Error("fp16 { fp16_master_weights_and_grads: true }", StatusCode::kUnimplemented),
+              HasSubstr("fp16.fp16_master_weights_and_grads"));
+  // Stage-3-only keys are ignored below stage 3, as DeepSpeed does.
+  EXPECT_TRUE(Validate("zero_optimization { stage: 2 stage3_max_live_parameters: 10 }").ok());
+}
+
+}  // namespace
+}  // namespace zerotrain::trainer

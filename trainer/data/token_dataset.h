@@ -1,0 +1,59 @@
+// TokenDataset: the trainer's token stream (the embedded corpus, a text file or a uint16 token
+// file, docs/DATA.md), split into a training part and a held-out tail for the eval loss, and cut
+// into non-overlapping windows of block_size + 1 tokens (inputs and shifted targets).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/data/data_options.h"
+
+namespace zerotrain::trainer {
+
+// Inputs x and next-token targets y, both int64 [B, T].
+struct Batch {
+  at::Tensor x, y;
+};
+
+class TokenDataset {
+ public:
+  TokenDataset(std::vector<uint16_t> tokens, int64_t train_tokens, int64_t block_size,
+               std::string source);
+
+  // Window w of a split covers tokens [w*T, w*T + T] of that split: x is the first T, y the
+  // last T. Every window lies inside its split, so no target crosses from train into eval.
+  int64_t NumTrainWindows() const;
+  int64_t NumEvalWindows() const;
+  Batch TrainBatch(const std::vector<int64_t>& windows) const;
+  Batch EvalBatch(const std::vector<int64_t>& windows) const;
+
+  int64_t train_tokens() const { return train_tokens_; }
+  int64_t eval_tokens() const { return static_cast<int64_t>(tokens_.size()) - train_tokens_; }
+  int64_t block_size() const { return block_size_; }
+  const std::string& source() const { return source_; }  // "embedded corpus" or the file path
+
+ private:
+  Batch Gather(int64_t split_begin, int64_t split_tokens,
+               const std::vector<int64_t>& windows) const;
+
+  std::vector<uint16_t> tokens_;
+  int64_t train_tokens_;
+  int64_t block_size_;
+  std::string source_;
+};
+
+// Loads the tokens DataOptions names and splits them: the last eval_fraction of the stream is
+// held out (rounded down to whole tokens). Errors name the file (or data field) and the value:
+// a missing, unreadable or empty file, a token file of odd size, a token id >= vocab_size (with
+// its byte offset), a split too short for one window of block_size + 1 tokens.
+absl::StatusOr<TokenDataset> LoadTokens(const DataOptions& options, int64_t vocab_size,
+                                        int64_t block_size);
+
+// Writes tokens as little-endian uint16, the layout LoadTokens reads for DataSource::kTokens.
+absl::Status WriteTokenFile(const std::string& path, const std::vector<uint16_t>& tokens);
+
+}  // namespace zerotrain::trainer

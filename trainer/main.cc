@@ -1,0 +1,139 @@
+// //trainer:main — what a user runs. Without job variables in its environment it is the launcher:
+// it loads and validates the config (bad input: one line, exit 2, nothing written) and starts
+// --nproc_per_node ranks of itself (default 2). As a rank (started by the launcher, torchrun,
+// mpirun or srun) it joins the group and trains (training_run.h). Exit codes: 0 done, 1 a rank
+// failed (its error is printed), 2 bad input, 3 stopped by SIGINT/SIGTERM.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/comm.h"
+#include "comm/launcher.h"
+#include "tools/status_macros.h"
+#include "trainer/advisor/advisor.h"
+#include "trainer/advisor/advisor_flags.h"
+#include "trainer/config_loader.h"
+#include "trainer/config_validate.h"
+#include "trainer/main_flags.h"
+#include "trainer/training_run.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+constexpr int kBadInput = 2;
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "zerotrain: error: %s\n", message.c_str());
+  return code;
+}
+
+// Set by torchrun and our launcher, mpirun (Open MPI) or srun (Slurm): this process is a rank.
+bool InJob() {
+  return std::getenv("RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
+         std::getenv("SLURM_PROCID") != nullptr;
+}
+
+absl::StatusOr<int> WorldSize(const MainFlags& flags) {
+  if (!InJob()) return flags.nnodes * (flags.nproc_per_node > 0 ? flags.nproc_per_node : 2);
+  ZT_ASSIGN_OR_RETURN(const comm::RendezvousInfo info, comm::RendezvousFromEnv());
+  return info.world_size;
+}
+
+// --estimate_memory: the model from the flags, else from the config's GPT.
+absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const TrainerConfig& config) {
+  advisor::AdvisorInput in;
+  const GptOptions& m = config.model;
+  in.total_params = GptParameterCount(m);
+  // The biggest single module: the (tied) token embedding or an MLP's 4x expansion.
+  in.largest_layer_params = std::max(m.vocab_size * m.n_embd, 4 * m.n_embd * m.n_embd + 4 * m.n_embd);
+  if (!flags.params.empty()) {
+    ZT_ASSIGN_OR_RETURN(in.total_params, advisor::ParseCount("params", flags.params));
+    in.largest_layer_params = in.total_params / 10;
+  }
+  if (!flags.largest_layer_params.empty()) {
+    ZT_ASSIGN_OR_RETURN(in.largest_layer_params,
+                        advisor::ParseCount("largest_layer_params", flags.largest_layer_params));
+  }
+  in.gpus_per_node = flags.gpus_per_node > 0     ? flags.gpus_per_node
+                     : flags.nproc_per_node > 0 ? flags.nproc_per_node
+                                                : 2;
+  in.nodes = flags.nnodes;
+  in.device_memory_gib = flags.device_memory_gib;
+  in.host_memory_gib = flags.host_memory_gib;
+  return advisor::EstimateMemoryReport(in);
+}
+
+int RunRank(const MainFlags& flags, const TrainerConfig& config) {
+  comm::DieWithLauncher();
+  int rank = -1;
+  absl::Status s = [&]() -> absl::Status {
+    ZT_ASSIGN_OR_RETURN(const comm::RendezvousInfo info, comm::RendezvousFromEnv());
+    rank = info.rank;
+    comm::GroupOptions options;
+    options.log_ops = config.comms_logger.enabled;
+    ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(info, options));
+    ZT_RETURN_IF_ERROR(TrainGpt(config, group.get(), {.memory_summary = flags.memory_summary}));
+    if (config.comms_logger.enabled && rank == 0) {
+      std::printf("\ncollectives of rank 0:\n%s", group->log().Summary().c_str());
+    }
+    return absl::OkStatus();
+  }();
+  if (s.ok()) return 0;
+  const std::string message = std::string(s.message());
+  std::fprintf(stderr, "zerotrain: rank %d: %s\n", rank, message.c_str());
+  comm::ReportRankError(message);
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  auto flags = ParseMainFlags(argc, argv);
+  if (!flags.ok()) return Fail(kBadInput, std::string(flags.status().message()));
+  if (flags->help) {
+    std::printf("%s", kMainUsage);
+    return 0;
+  }
+  std::vector<std::string> warnings;
+  auto proto = LoadConfigProto({flags->config, flags->ds_config}, &warnings);
+  if (!proto.ok()) return Fail(kBadInput, std::string(proto.status().message()));
+  auto world = WorldSize(*flags);
+  if (!world.ok()) return Fail(kBadInput, std::string(world.status().message()));
+  auto config = ValidateConfig(*proto, *world, &warnings);
+  if (!config.ok()) return Fail(kBadInput, std::string(config.status().message()));
+  // Once per job: by the launcher, or by rank 0 under another launcher.
+  const char* rank = std::getenv("RANK");
+  if (!comm::LaunchedByLauncher() && (rank == nullptr || std::string(rank) == "0")) {
+    for (const std::string& w : warnings) std::fprintf(stderr, "zerotrain: warning: %s\n", w.c_str());
+  }
+  if (flags->print_config) {
+    std::printf("%s", PrintConfig(config->effective).c_str());
+    return 0;
+  }
+  if (flags->estimate_memory) {
+    auto report = EstimateMemory(*flags, *config);
+    if (!report.ok()) return Fail(kBadInput, std::string(report.status().message()));
+    std::printf("%s%s", report->c_str(), !report->empty() && report->back() == '\n' ? "" : "\n");
+    return 0;
+  }
+  if (InJob()) return RunRank(*flags, *config);
+  if (absl::Status s = CheckOutputDirWritable(config->run.output_dir, "run.output_dir"); !s.ok()) {
+    return Fail(kBadInput, std::string(s.message()));
+  }
+  comm::LaunchOptions launch;
+  launch.nproc_per_node = flags->nproc_per_node > 0 ? flags->nproc_per_node : 2;
+  launch.nnodes = flags->nnodes;
+  launch.node_rank = flags->node_rank;
+  launch.master_addr = flags->master_addr;
+  launch.master_port = flags->master_port;
+  launch.args = flags->rank_args;
+  const absl::Status s = comm::LaunchRanks(launch);
+  if (s.ok()) return 0;
+  if (absl::IsInvalidArgument(s)) return Fail(kBadInput, std::string(s.message()));
+  return Fail(absl::IsCancelled(s) ? 3 : 1, std::string(s.message()));
+}
+
+}  // namespace
+}  // namespace zerotrain::trainer
+
+int main(int argc, char** argv) { return zerotrain::trainer::Main(argc, argv); }

@@ -1,0 +1,41 @@
+// The command line of //trainer:main: which config to load, what to do with it (train, print it,
+// estimate memory) and how to place the ranks (launcher flags, as torchrun spells them).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace zerotrain::trainer {
+
+struct MainFlags {
+  std::string config;     // --config=run.pbtxt
+  std::string ds_config;  // --ds_config=ds_config.json
+  bool print_config = false;
+  bool estimate_memory = false;
+  bool memory_summary = false;
+  bool help = false;
+  // Launcher; nproc_per_node 0 = the default (2 local ranks) unless a job's variables are set.
+  int nproc_per_node = 0;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Advisor inputs (--estimate_memory); 0 = take them from the config's model.
+  std::string params;                // counts like 1.3B or 125M
+  std::string largest_layer_params;
+  int gpus_per_node = 0;              // 0 = nproc_per_node (default 2)
+  double device_memory_gib = 80;
+  double host_memory_gib = 0;         // 0 = not checked
+  // The flags each rank is started with: the config flags, never the launcher's.
+  std::vector<std::string> rank_args;
+};
+
+// Accepts --name=value and, for booleans, --name. An unknown flag or a bad value is an
+// InvalidArgument naming it.
+absl::StatusOr<MainFlags> ParseMainFlags(int argc, const char* const* argv);
+
+extern const char kMainUsage[];
+
+}  // namespace zerotrain::trainer

@@ -1,0 +1,216 @@
+// //trainer:main as a user runs it, in a child process: a short 2-rank run whose loss falls and
+// whose monitors are written; a rank killed mid-run ends the job within seconds with that rank
+// named; and each kind of bad input exits 2 with one line naming the field or file and value,
+// having written nothing.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+std::string g_main;  // argv[1]: the trainer binary
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Dir(const std::string& name) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A config for a tiny, fast run writing into `out_dir`, one top-level entry per key; `replace`
+// swaps entries (or adds new keys) by key.
+std::string WriteConfig(const std::string& dir, const std::string& out_dir, int steps,
+                        const std::map<std::string, std::string>& replace = {}) {
+  std::map<std::string, std::string> entries = {
+      {"micro", "train_micro_batch_size_per_gpu: 4"},
+      {"print", "steps_per_print: 5"},
+      {"zero", "zero_optimization { stage: 2 reduce_bucket_size: 20000 }"},
+      {"bf16", "bf16 { enabled: true }"},
+      {"optimizer", "optimizer { type: \"AdamW\" params { lr: 3e-3 } }"},
+      {"csv", "csv_monitor { enabled: true job_name: \"t\" }"},
+      {"tb", "tensorboard { enabled: true job_name: \"t\" }"},
+      {"model", "model { name: \"gpt\" n_layer: 2 n_head: 2 n_embd: 64 block_size: 32 }"},
+      {"run", "run { steps: " + std::to_string(steps) + " seed: 1 output_dir: \"" + out_dir +
+                  "\" eval_interval: 0 eval_iters: 2 sample_tokens: 20 }"},
+  };
+  for (const auto& [key, text] : replace) entries[key] = text;
+  const std::string path = dir + "/run.pbtxt";
+  std::ofstream out(path);
+  for (const auto& [key, text] : entries) out << text << "\n";
+  return path;
+}
+
+Result RunMain(const std::vector<std::string>& flags, const std::string& dir,
+               const std::function<void(pid_t)>& during = nullptr) {
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, (dir + "/stdout").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&files, 2, (dir + "/stderr").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<std::string> args = {g_main};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Result r;
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = -1;
+  if (posix_spawn(&pid, g_main.c_str(), &files, nullptr, argv.data(), environ) != 0) return r;
+  posix_spawn_file_actions_destroy(&files);
+  if (during) during(pid);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = Read(dir + "/stdout");
+  r.err = Read(dir + "/stderr");
+  return r;
+}
+
+std::vector<double> StepLosses(const std::string& out) {
+  std::vector<double> losses;
+  const std::regex line(R"(step +\d+/\d+ \| loss ([0-9.]+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
+    losses.push_back(std::stod((*it)[1]));
+  }
+  return losses;
+}
+
+TEST(MainTest, TwoRankRunLearnsAndWritesItsMonitors) {
+  const std::string dir = Dir("learn");
+  const std::string out_dir = dir + "/out";
+  const Result r = RunMain({"--config=" + WriteConfig(dir, out_dir, 30)}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<double> losses = StepLosses(r.out);
+  ASSERT_GE(losses.size(), 3u) << r.out;
+  EXPECT_LT(losses.back(), losses.front() - 0.5) << r.out;  // from ~5.5 nats at random init
+  EXPECT_NE(r.out.find("2 ranks, ZeRO stage 2, bf16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sample (20 tokens"), std::string::npos) << r.out;
+  const std::string csv = Read(out_dir + "/t/metrics.csv");
+  EXPECT_NE(csv.find("loss"), std::string::npos);
+  int tfevents = 0;
+  for (const auto& e : fs::directory_iterator(out_dir + "/t")) {
+    tfevents += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  }
+  EXPECT_EQ(tfevents, 1);
+}
+
+// All child pids of `parent` (the launcher's ranks).
+std::vector<pid_t> Children(pid_t parent) {
+  std::vector<pid_t> kids;
+  std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
+                   "/children");
+  for (pid_t p; in >> p;) kids.push_back(p);
+  return kids;
+}
+
+TEST(MainTest, KilledRankStopsTheJobWithinSeconds) {
+  const std::string dir = Dir("kill");
+  double killed_at = 0;
+  const Result r = RunMain({"--config=" + WriteConfig(dir, dir + "/out", 100000)}, dir,
+                           [&](pid_t launcher) {
+                             // Wait until training runs (the first progress line), then kill
+                             // rank 1.
+                             for (int i = 0; i < 600 && StepLosses(Read(dir + "/stdout")).empty();
+                                  ++i) {
+                               std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                             }
+                             const std::vector<pid_t> ranks = Children(launcher);
+                             ASSERT_EQ(ranks.size(), 2u);
+                             kill(ranks[1], SIGKILL);
+                             killed_at = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now().time_since_epoch()).count();
+                           });
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("died from signal 9"), std::string::npos) << r.err;
+  EXPECT_LT(now - killed_at, 10.0);
+}
+
+struct BadCase {
+  std::string name;
+  std::map<std::string, std::string> replace;  // config entries
+  std::vector<std::string> flags;              // instead of --config when set
+  std::string needle;                          // must appear in the one error line
+};
+
+TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
+  const std::string root = Dir("bad");
+  std::ofstream(root + "/a_file") << "not a directory\n";
+  const std::vector<BadCase> cases = {
+      {"malformed", {{"zero", "zero_optimization { stage: }"}}, {}, "run.pbtxt"},
+      {"unknown_key", {{"typo", "steps_per_prnt: 3"}}, {}, "steps_per_prnt"},
+      {"unknown_model", {{"model", "model { name: \"llama\" }"}}, {}, "llama"},
+      {"unknown_optimizer", {{"optimizer", "optimizer { type: \"Adafactor\" }"}}, {},
+       "Adafactor"},
+      {"missing_data",
+       {{"data", "data { source: \"text\" path: \"/nonexistent/corpus.txt\" }"}}, {},
+       "/nonexistent/corpus.txt"},
+      {"batch_triple", {{"train", "train_batch_size: 7"}}, {}, "train_batch_size=7"},
+      {"negative_lr", {{"optimizer", "optimizer { type: \"AdamW\" params { lr: -0.1 } }"}}, {},
+       "-0.1"},
+      {"unwritable_output",
+       {{"run", "run { steps: 3 output_dir: \"" + root + "/a_file/out\" }"}}, {},
+       root + "/a_file/out"},
+      {"missing_config_file", {}, {"--config=/nonexistent/run.pbtxt"}, "/nonexistent/run.pbtxt"},
+      {"unknown_flag", {}, {"--stepz=3"}, "--stepz"},
+  };
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = Dir("bad_" + c.name);
+    const std::string out_dir = dir + "/out";
+    std::vector<std::string> flags = {"--config=" + WriteConfig(dir, out_dir, 3, c.replace)};
+    if (!c.flags.empty()) flags = c.flags;
+    const Result r = RunMain(flags, dir);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out_dir)) << "wrote " << out_dir;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: main_test <path of //trainer:main>\n");
+    return 2;
+  }
+  g_main = argv[1];
+  return RUN_ALL_TESTS();
+}

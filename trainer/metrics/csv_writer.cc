@@ -1,0 +1,119 @@
+// CSV writing: header handling, one flushed line per step.
+#include "trainer/metrics/csv_writer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tools/status_macros.h"
+#include "trainer/metrics/output_dir.h"
+
+namespace zerotrain::metrics {
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+absl::StatusOr<std::unique_ptr<CsvWriter>> CsvWriter::Open(const std::string& dir,
+                                                           const std::string& file_name,
+                                                           bool append) {
+  ZT_RETURN_IF_ERROR(MakeOutputDir(dir, "csv_output_path"));
+  const std::string path = absl::StrCat(dir, "/", file_name);
+  std::string header;
+  if (append) {
+    std::ifstream in(path);
+    if (in) std::getline(in, header);
+  }
+  std::FILE* file = std::fopen(path.c_str(), append ? "a" : "w");
+  if (file == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("csv_output_path: cannot open '", path, "': ", std::strerror(errno)));
+  }
+  return std::unique_ptr<CsvWriter>(new CsvWriter(path, file, header));
+}
+
+CsvWriter::~CsvWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+absl::Status CsvWriter::WriteLine(const std::string& line) {
+  if (std::fputs(line.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF ||
+      std::fflush(file_) != 0) {
+    return absl::DataLossError(
+        absl::StrCat("cannot write to '", path_, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CsvWriter::DeclareColumns(const std::vector<std::string>& names) {
+  if (!columns_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("csv '", path_, "': the columns are already fixed"));
+  }
+  if (names.empty()) return absl::InvalidArgumentError("csv: a row needs at least one metric");
+  std::vector<std::string> header_fields{"step", "wall_time"};
+  for (const std::string& name : names) {
+    if (std::find(columns_.begin(), columns_.end(), name) != columns_.end()) {
+      columns_.clear();
+      return absl::InvalidArgumentError(
+          absl::StrCat("csv '", path_, "': metric '", name, "' given twice"));
+    }
+    columns_.push_back(name);
+    header_fields.push_back(CsvField(name));
+  }
+  const std::string header = absl::StrJoin(header_fields, ",");
+  if (existing_header_.empty()) return WriteLine(header);
+  if (existing_header_ != header) {
+    columns_.clear();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "csv '", path_, "' has header '", existing_header_, "' but this run writes '", header,
+        "'; use another csv_output_path or job_name"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CsvWriter::Write(int64_t step, absl::Span<const Scalar> scalars, double wall_time) {
+  if (columns_.empty()) {
+    std::vector<std::string> names;
+    for (const Scalar& s : scalars) names.push_back(s.name);
+    ZT_RETURN_IF_ERROR(DeclareColumns(names));
+  }
+  std::map<std::string, double> values;
+  for (const Scalar& s : scalars) values[s.name] = s.value;
+  if (values.size() != scalars.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("csv '", path_, "': a metric is given twice at step ", step));
+  }
+  std::string line = absl::StrFormat("%d,%.3f", step, wall_time < 0 ? WallTimeNow() : wall_time);
+  size_t used = 0;
+  for (const std::string& c : columns_) {
+    line += ',';
+    auto it = values.find(c);
+    if (it == values.end()) continue;
+    absl::StrAppendFormat(&line, "%.9g", it->second);
+    ++used;
+  }
+  if (used != values.size()) {
+    for (const Scalar& s : scalars) {
+      if (std::find(columns_.begin(), columns_.end(), s.name) == columns_.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("csv '", path_, "': metric '", s.name, "' at step ", step,
+                         " is not a column (the columns are fixed by DeclareColumns or the first row)"));
+      }
+    }
+  }
+  return WriteLine(line);
+}
+
+}  // namespace zerotrain::metrics

@@ -1,0 +1,50 @@
+// MetricsSink: opening the monitors and fanning each step out to them.
+#include "trainer/metrics/metrics_sink.h"
+
+#include "absl/strings/str_cat.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::metrics {
+
+absl::Status ValidateMetricsOptions(const trainer::MetricsOptions& options) {
+  if (options.csv && options.csv_output_path.empty()) {
+    return absl::InvalidArgumentError(
+        "csv_monitor.output_path: empty while csv_monitor is enabled");
+  }
+  if (options.tensorboard && options.tensorboard_output_path.empty()) {
+    return absl::InvalidArgumentError(
+        "tensorboard.output_path: empty while tensorboard is enabled");
+  }
+  const std::string& job = options.job_name;
+  if (job.empty() || job == "." || job == ".." || job.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_name: '", job, "' is not a plain directory name"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<MetricsSink>> MetricsSink::Create(
+    const trainer::MetricsOptions& options, const std::vector<std::string>& columns) {
+  ZT_RETURN_IF_ERROR(ValidateMetricsOptions(options));
+  std::unique_ptr<MetricsSink> sink(new MetricsSink());
+  if (options.csv) {
+    ZT_ASSIGN_OR_RETURN(
+        sink->csv_, CsvWriter::Open(absl::StrCat(options.csv_output_path, "/", options.job_name)));
+    if (!columns.empty()) ZT_RETURN_IF_ERROR(sink->csv_->DeclareColumns(columns));
+  }
+  if (options.tensorboard) {
+    ZT_ASSIGN_OR_RETURN(sink->tensorboard_,
+                        EventFileWriter::Open(
+                            absl::StrCat(options.tensorboard_output_path, "/", options.job_name)));
+  }
+  return sink;
+}
+
+absl::Status MetricsSink::Write(int64_t step, absl::Span<const Scalar> scalars) {
+  const double now = WallTimeNow();
+  if (csv_) ZT_RETURN_IF_ERROR(csv_->Write(step, scalars, now));
+  if (tensorboard_) ZT_RETURN_IF_ERROR(tensorboard_->WriteScalars(step, scalars, now));
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::metrics

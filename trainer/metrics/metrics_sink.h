@@ -1,0 +1,63 @@
+// MetricsSink: the trainer's per-step metrics (loss, lr, loss_scale, throughput, timings,
+// memory) sent to the monitors MetricsOptions turns on — CSV and/or TensorBoard. The caller makes
+// one only on rank 0, as DeepSpeed's monitors do.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "trainer/metrics/csv_writer.h"
+#include "trainer/metrics/event_file_writer.h"
+#include "trainer/metrics/metrics_options.h"
+#include "trainer/metrics/scalar.h"
+
+namespace zerotrain::metrics {
+
+// Conventional names, so the CSV columns and TensorBoard tags agree across runs.
+namespace names {
+inline constexpr char kLoss[] = "loss";
+inline constexpr char kLr[] = "lr";
+inline constexpr char kLossScale[] = "loss_scale";
+inline constexpr char kSamplesPerSec[] = "samples_per_sec";
+inline constexpr char kTokensPerSec[] = "tokens_per_sec";
+inline constexpr char kMsPerStep[] = "ms_per_step";
+inline constexpr char kForwardMs[] = "forward_ms";
+inline constexpr char kBackwardMs[] = "backward_ms";
+inline constexpr char kCommMs[] = "comm_ms";
+inline constexpr char kStepMs[] = "step_ms";
+inline constexpr char kRssMb[] = "rss_mb";
+inline constexpr char kPeakRssMb[] = "peak_rss_mb";
+}  // namespace names
+
+class MetricsSink {
+ public:
+  // Creates <csv_output_path>/<job_name>/ and <tensorboard_output_path>/<job_name>/ for the
+  // monitors that are on and opens their files, so an unwritable directory fails here, before
+  // training starts. With both monitors off the sink accepts and drops everything.
+  // `columns`, when given, are every metric name Write will see (the CSV header); otherwise the
+  // first Write fixes them.
+  static absl::StatusOr<std::unique_ptr<MetricsSink>> Create(
+      const trainer::MetricsOptions& options, const std::vector<std::string>& columns = {});
+
+  // One step's scalars to every open monitor; a row may hold any subset of the CSV columns.
+  absl::Status Write(int64_t step, absl::Span<const Scalar> scalars);
+
+  // Paths of the files written, "" for a monitor that is off.
+  std::string csv_path() const { return csv_ ? csv_->path() : ""; }
+  std::string tensorboard_path() const { return tensorboard_ ? tensorboard_->path() : ""; }
+
+ private:
+  MetricsSink() = default;
+  std::unique_ptr<CsvWriter> csv_;
+  std::unique_ptr<EventFileWriter> tensorboard_;
+};
+
+// Validates the options without touching the disk: an enabled monitor needs a path, and
+// job_name must be a plain directory name.
+absl::Status ValidateMetricsOptions(const trainer::MetricsOptions& options);
+
+}  // namespace zerotrain::metrics

@@ -1,0 +1,87 @@
+// Autoregressive sampling with temperature and top-k from a private generator.
+#include "trainer/model/generate.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+std::string Printable(const std::vector<int64_t>& tokens) {
+  std::string text;
+  text.reserve(tokens.size());
+  for (int64_t t : tokens) {
+    const bool printable = (t >= 0x20 && t < 0x7f) || t == '\n' || t == '\t';
+    text.push_back(printable ? static_cast<char>(t) : '?');
+  }
+  return text;
+}
+
+// Restores the module's training flag however Generate leaves.
+class EvalModeScope {
+ public:
+  explicit EvalModeScope(torch::nn::Module& m) : module_(m), was_training_(m.is_training()) {
+    module_.eval();
+  }
+  ~EvalModeScope() { module_.train(was_training_); }
+
+ private:
+  torch::nn::Module& module_;
+  bool was_training_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> Generate(Gpt& model, const std::string& prompt,
+                                     const GenerateOptions& options) {
+  const GptOptions& mo = model.options();
+  if (!(options.temperature > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample temperature must be positive, got ", options.temperature));
+  }
+  if (options.top_k < 0 || options.max_new_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sample top_k (", options.top_k,
+                                                   ") and max_new_tokens (", options.max_new_tokens,
+                                                   ") must not be negative"));
+  }
+  std::vector<int64_t> tokens;
+  for (unsigned char ch : prompt.empty() ? std::string("\n") : prompt) {
+    if (ch >= mo.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt byte ", static_cast<int>(ch), " is outside model.vocab_size ", mo.vocab_size));
+    }
+    tokens.push_back(ch);
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    EvalModeScope eval(model);
+    const torch::Device device = model.parameters().front().device();
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+    for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+      const int64_t start =
+          std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - mo.block_size);
+      at::Tensor context =
+          torch::tensor(std::vector<int64_t>(tokens.begin() + start, tokens.end()), torch::kLong)
+              .unsqueeze(0)
+              .to(device);
+      at::Tensor logits = model.forward(context).select(1, -1).squeeze(0);
+      logits = logits.to(torch::kFloat).cpu() / options.temperature;
+      if (options.top_k > 0 && options.top_k < logits.size(0)) {
+        at::Tensor kth = std::get<0>(logits.topk(options.top_k)).min();
+        logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
+      }
+      at::Tensor probs = torch::softmax(logits, 0);
+      tokens.push_back(torch::multinomial(probs, 1, false, gen).item<int64_t>());
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("sampling from the model: ", e.what()));
+  }
+  return Printable(tokens);
+}
+
+}  // namespace zerotrain::trainer

@@ -1,0 +1,68 @@
+// Gpt: the trainer's small decoder-only transformer (token + position embeddings, pre-LayerNorm
+// blocks of causal self-attention and a GELU MLP, a final LayerNorm, output weights tied to the
+// token embedding). Built from standard torch::nn submodules so the engine treats it like any
+// user model; "checkpoint every k blocks" recomputes blocks during backward (checkpoint/).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace zerotrain::trainer {
+
+// The defaults are the default run's model: 7.2M parameters, about 0.3 s per forward+backward of
+// an 8 x 128 micro-batch on one core in bf16 (docs/MODEL.md has the measurements).
+struct GptOptions {
+  int64_t vocab_size = 256;  // byte-level by default
+  int64_t block_size = 128;  // context length in tokens
+  int64_t n_layer = 4;
+  int64_t n_head = 6;
+  int64_t n_embd = 384;
+  double dropout = 0.0;
+  // Wrap every k-th block in activation checkpointing (0 = none, 1 = every block): block i is
+  // checkpointed when i % k == 0.
+  int64_t checkpoint_every = 0;
+  bool cpu_checkpointing = false;  // keep checkpointed block inputs in host memory
+  bool profile_checkpointing = false;
+};
+
+// Rejects values that cannot build a model, naming the field and value.
+absl::Status ValidateGptOptions(const GptOptions& options);
+
+// The number of trainable parameters a GptOptions builds (tied weights counted once).
+int64_t GptParameterCount(const GptOptions& options);
+
+// The module. Parameter names follow nanoGPT's (wte.weight, wpe.weight, h.0.ln_1.weight,
+// h.0.attn.c_attn.weight, ..., ln_f.weight); the output projection reuses wte.weight, so
+// named_parameters() lists it once. Works with its parameters in fp32, bf16 or fp16: every tensor
+// the forward creates takes the parameters' dtype and device.
+class Gpt : public torch::nn::Module {
+ public:
+  // Call ValidateGptOptions first (or use MakeGpt); throws c10::Error on invalid options.
+  explicit Gpt(const GptOptions& options);
+
+  // Token ids [B, T] (int64, T <= block_size) -> logits [B, T, vocab_size] in the parameters'
+  // dtype.
+  at::Tensor forward(const at::Tensor& tokens);
+
+  const GptOptions& options() const { return options_; }
+
+ private:
+  struct Parts;
+  GptOptions options_;
+  std::shared_ptr<Parts> parts_;
+};
+
+// Validates and builds; LibTorch errors become a Status.
+absl::StatusOr<std::shared_ptr<Gpt>> MakeGpt(const GptOptions& options);
+
+// Mean cross entropy of logits [B, T, V] against next-token targets [B, T], computed in fp32
+// whatever the logits' dtype. Returns a scalar fp32 tensor.
+at::Tensor GptLoss(const at::Tensor& logits, const at::Tensor& targets);
+
+}  // namespace zerotrain::trainer

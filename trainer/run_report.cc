@@ -1,0 +1,196 @@
+// The trainer's progress lines, monitors and summary (see run_report.h).
+#include "trainer/run_report.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tools/status_macros.h"
+#include "trainer/metrics/memory_stats.h"
+#include "trainer/model/generate.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr char kEvalLoss[] = "eval_loss";
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig& config,
+                                                             comm::ProcessGroup* group,
+                                                             const Engine& engine,
+                                                             const TokenDataset& data) {
+  std::unique_ptr<RunReport> r(new RunReport(config, group, engine));
+  if (group->rank() != 0) return r;
+  namespace n = metrics::names;
+  ZT_ASSIGN_OR_RETURN(
+      r->sink_, metrics::MetricsSink::Create(
+                    config.metrics, {n::kLoss, n::kLr, n::kLossScale, n::kSamplesPerSec,
+                                     n::kTokensPerSec, n::kMsPerStep, n::kForwardMs,
+                                     n::kBackwardMs, n::kCommMs, n::kStepMs, n::kRssMb,
+                                     n::kPeakRssMb, kEvalLoss}));
+  const BatchSizes& b = engine.batch();
+  const GptOptions& m = config.model;
+  std::printf(
+      "zerotrain: GPT %.2fM parameters (%lld layers, %lld heads, d_model %lld, context %lld), "
+      "%d ranks, ZeRO stage %d, %s\n"
+      "zerotrain: batch %lld = micro %lld x accumulation %lld x %d ranks; %lld steps; data: %s "
+      "(%lld train / %lld eval tokens)\n",
+      GptParameterCount(m) / 1e6, static_cast<long long>(m.n_layer),
+      static_cast<long long>(m.n_head), static_cast<long long>(m.n_embd),
+      static_cast<long long>(m.block_size), group->world_size(), config.engine.stage,
+      PrecisionName(config.engine.precision), static_cast<long long>(b.train_batch_size),
+      static_cast<long long>(b.micro_batch_size),
+      static_cast<long long>(b.gradient_accumulation_steps), group->world_size(),
+      static_cast<long long>(config.run.steps), data.source().c_str(),
+      static_cast<long long>(data.train_tokens()), static_cast<long long>(data.eval_tokens()));
+  std::fflush(stdout);
+  return r;
+}
+
+void RunReport::Start() { start_ = Now(); }
+
+absl::StatusOr<std::pair<double, double>> RunReport::MaxRss() {
+  ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
+  at::Tensor v = at::tensor({static_cast<double>(usage.rss_bytes),
+                             static_cast<double>(usage.peak_rss_bytes)}, at::kDouble);
+  ZT_RETURN_IF_ERROR(group_->AllReduce(v, comm::ReduceOp::kMax));
+  return std::make_pair(v[0].item<double>(), v[1].item<double>());
+}
+
+absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
+  if (step == 1) first_loss_ = loss;
+  last_loss_ = loss;
+  if (step > 1) train_seconds_ += seconds;  // the first step pays one-off allocation costs
+  window_seconds_ += seconds;
+  ++window_steps_;
+  const RunOptions& run = config_.run;
+  const bool print = run.steps_per_print > 0 &&
+                     (step % run.steps_per_print == 0 || step == 1 || step == run.steps);
+  double rss = 0, peak = 0;
+  if (print) {
+    ZT_ASSIGN_OR_RETURN(std::tie(rss, peak), MaxRss());
+    peak_rss_ = std::max(peak_rss_, peak);
+  }
+  if (group_->rank() != 0) return absl::OkStatus();
+  const double samples = static_cast<double>(engine_.batch().train_batch_size);
+  const StepTimes& t = engine_.last_step_times();
+  std::vector<metrics::Scalar> row = {
+      {metrics::names::kLoss, loss},
+      {metrics::names::kLr, engine_.lr()},
+      {metrics::names::kLossScale, engine_.loss_scale()},
+      {metrics::names::kSamplesPerSec, samples / seconds},
+      {metrics::names::kTokensPerSec, samples * config_.model.block_size / seconds},
+      {metrics::names::kMsPerStep, 1e3 * seconds},
+      {metrics::names::kForwardMs, 1e3 * t.forward},
+      {metrics::names::kBackwardMs, 1e3 * t.backward},
+      {metrics::names::kCommMs, 1e3 * (t.backward_comm + t.allgather)},
+      {metrics::names::kStepMs, 1e3 * t.step},
+  };
+  if (print) {
+    row.push_back({metrics::names::kRssMb, rss / kMiB});
+    row.push_back({metrics::names::kPeakRssMb, peak / kMiB});
+    PrintProgress(step, loss, window_seconds_ / window_steps_, rss, peak);
+    window_seconds_ = 0;
+    window_steps_ = 0;
+  }
+  return sink_->Write(step, row);
+}
+
+void RunReport::PrintProgress(int64_t step, double loss, double seconds, double rss,
+                              double peak) const {
+  const double samples = static_cast<double>(engine_.batch().train_batch_size) / seconds;
+  std::string line = absl::StrFormat(
+      "step %*lld/%lld | loss %.4f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.0f ms/step | "
+      "rss %.0f MiB (peak %.0f)",
+      static_cast<int>(std::to_string(config_.run.steps).size()), static_cast<long long>(step),
+      static_cast<long long>(config_.run.steps), loss, engine_.lr(), samples,
+      samples * config_.model.block_size, 1e3 * seconds, rss / kMiB, peak / kMiB);
+  if (config_.engine.precision == Precision::kFloat16) {
+    absl::StrAppendFormat(&line, " | loss scale %.0f", engine_.loss_scale());
+  }
+  if (config_.run.wall_clock_breakdown) {
+    const StepTimes& t = engine_.last_step_times();
+    absl::StrAppendFormat(&line,
+                          "\n    time (ms): forward %.0f | backward %.0f | backward comm %.0f | "
+                          "step %.0f | all-gather %.0f",
+                          1e3 * t.forward, 1e3 * t.backward, 1e3 * t.backward_comm, 1e3 * t.step,
+                          1e3 * t.allgather);
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+absl::Status RunReport::Eval(int64_t step, double eval_loss) {
+  if (first_eval_loss_ < 0) first_eval_loss_ = eval_loss;
+  last_eval_loss_ = eval_loss;
+  if (group_->rank() != 0) return absl::OkStatus();
+  std::printf("eval at step %lld: loss %.4f (perplexity %.2f)\n", static_cast<long long>(step),
+              eval_loss, std::exp(eval_loss));
+  std::fflush(stdout);
+  const metrics::Scalar row[] = {{kEvalLoss, eval_loss}};
+  return sink_->Write(step, row);
+}
+
+absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
+  ZT_ASSIGN_OR_RETURN(auto rss, MaxRss());
+  peak_rss_ = std::max(peak_rss_, rss.second);
+  if (memory_summary) {
+    // Rank by rank, so the lines do not interleave.
+    for (int r = 0; r < group_->world_size(); ++r) {
+      if (r == group_->rank()) {
+        ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
+        const ModelStateBytes b = engine_.model_state_bytes();
+        const std::string states = absl::StrFormat(
+            "model states %.1f MiB: params %.1f, grads %.1f, master %.1f, optimizer %.1f "
+            "(ZeRO formula %.1f MiB)",
+            b.total() / kMiB, b.params / kMiB, b.grads / kMiB, b.master / kMiB,
+            b.optimizer_states / kMiB, engine_.formula_bytes() / kMiB);
+        std::printf("memory, rank %d:\n%s", r, metrics::MemorySummary(usage, {states}).c_str());
+        std::fflush(stdout);
+      }
+      ZT_RETURN_IF_ERROR(group_->Barrier());
+    }
+  }
+  if (group_->rank() != 0) return absl::OkStatus();
+  const int64_t steps = config_.run.steps;
+  const double samples = static_cast<double>(engine_.batch().train_batch_size);
+  const double per_rank =
+      steps > 1 ? samples * (steps - 1) / train_seconds_ / group_->world_size() : 0;
+  std::printf(
+      "\nsummary: %lld steps in %.1f s | train loss %.4f -> %.4f | eval loss %.4f -> %.4f\n"
+      "         %.2f samples/s (%.0f tokens/s) per rank, mean over steps 2..%lld | "
+      "peak RSS %.0f MiB (largest rank) | model states %.1f MiB per rank\n",
+      static_cast<long long>(steps), Now() - start_, first_loss_, last_loss_, first_eval_loss_,
+      last_eval_loss_, per_rank, per_rank * config_.model.block_size,
+      static_cast<long long>(steps), peak_rss_ / kMiB,
+      engine_.model_state_bytes().total() / kMiB);
+  if (!sink_->csv_path().empty()) std::printf("         csv: %s\n", sink_->csv_path().c_str());
+  if (!sink_->tensorboard_path().empty()) {
+    std::printf("         tensorboard: %s\n", sink_->tensorboard_path().c_str());
+  }
+  std::printf("         checkpoints: none written (training-state checkpoints: issue 7)\n");
+  if (config_.run.sample_tokens > 0) {
+    GenerateOptions g;
+    g.max_new_tokens = config_.run.sample_tokens;
+    g.seed = config_.run.seed;
+    ZT_ASSIGN_OR_RETURN(const std::string text, Generate(model, "The ", g));
+    std::printf("\nsample (%lld tokens, temperature %.1f, top-k %lld):\n%s\n",
+                static_cast<long long>(g.max_new_tokens), g.temperature,
+                static_cast<long long>(g.top_k), text.c_str());
+  }
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::trainer

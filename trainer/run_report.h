@@ -1,0 +1,55 @@
+// RunReport: what a //trainer:main run tells its user — a header naming the run, a progress line
+// every steps_per_print steps (loss, lr, loss scale, throughput, step time, memory, and with
+// wall_clock_breakdown the engine's time split), eval losses, the monitors (CSV/TensorBoard) and
+// the final summary with a generated sample. Every rank calls every method at the same steps
+// (some take collectives); only rank 0 prints and writes files.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/comm.h"
+#include "trainer/config_validate.h"
+#include "trainer/data/token_dataset.h"
+#include "trainer/engine.h"
+#include "trainer/metrics/metrics_sink.h"
+#include "trainer/model/gpt.h"
+
+namespace zerotrain::trainer {
+
+class RunReport {
+ public:
+  // On rank 0, opens the monitors (creating their directories) and prints the run's header.
+  static absl::StatusOr<std::unique_ptr<RunReport>> Create(const TrainerConfig& config,
+                                                           comm::ProcessGroup* group,
+                                                           const Engine& engine,
+                                                           const TokenDataset& data);
+  void Start();
+  // After optimizer step `step` (1-based): `loss` is the mean over ranks, `seconds` its wall time.
+  absl::Status Step(int64_t step, double loss, double seconds);
+  absl::Status Eval(int64_t step, double eval_loss);
+  // The summary, each rank's memory when asked, and a sample of generated text.
+  absl::Status Finish(Gpt& model, bool memory_summary);
+
+ private:
+  RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const Engine& engine)
+      : config_(config), group_(group), engine_(engine) {}
+  // The largest current and peak RSS over ranks, in bytes (a collective).
+  absl::StatusOr<std::pair<double, double>> MaxRss();
+  void PrintProgress(int64_t step, double loss, double seconds, double rss, double peak) const;
+
+  const TrainerConfig& config_;
+  comm::ProcessGroup* group_;
+  const Engine& engine_;
+  std::unique_ptr<metrics::MetricsSink> sink_;  // rank 0 only
+  double start_ = 0;
+  double window_seconds_ = 0;  // since the last progress line
+  int64_t window_steps_ = 0;
+  double train_seconds_ = 0;   // all steps but the first (warm-up)
+  double first_loss_ = 0, last_loss_ = 0, last_eval_loss_ = 0, first_eval_loss_ = -1;
+  double peak_rss_ = 0;
+};
+
+}  // namespace zerotrain::trainer

@@ -1,0 +1,149 @@
+// The training loop of //trainer:main (see training_run.h); what it prints lives in run_report.cc.
+#include "trainer/training_run.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "tools/status_macros.h"
+#include "trainer/data/sampler.h"
+#include "trainer/data/token_dataset.h"
+#include "trainer/engine.h"
+#include "trainer/model/gpt.h"
+#include "trainer/run_report.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// What a rank holds for the run; built once by Setup.
+struct Trainer {
+  Trainer(const TrainerConfig& config, comm::ProcessGroup* group) : config(config), group(group) {}
+  const TrainerConfig& config;
+  comm::ProcessGroup* group;
+  std::shared_ptr<Gpt> model;
+  std::unique_ptr<Engine> engine;
+  std::optional<TokenDataset> data;
+  std::optional<DistributedSampler> sampler;
+  std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<RunReport> report;
+};
+
+absl::Status Setup(Trainer& t) {
+  const TrainerConfig& c = t.config;
+  // The same seed everywhere; the engine also starts every rank from rank 0's parameters.
+  torch::manual_seed(c.run.seed);
+  ZT_ASSIGN_OR_RETURN(t.model, MakeGpt(c.model));
+  ZT_ASSIGN_OR_RETURN(t.engine, Engine::Create(*t.model, c.engine, t.group));
+  ZT_ASSIGN_OR_RETURN(auto data, LoadTokens(c.data, c.model.vocab_size, c.model.block_size));
+  t.data.emplace(std::move(data));
+  ZT_ASSIGN_OR_RETURN(auto sampler, DistributedSampler::Create(
+                                        t.data->NumTrainWindows(), t.group->world_size(),
+                                        t.group->rank(), t.engine->batch().micro_batch_size,
+                                        c.data.seed));
+  t.sampler.emplace(std::move(sampler));
+  ZT_ASSIGN_OR_RETURN(t.schedule, MakeLrSchedule(c.scheduler));
+  ZT_ASSIGN_OR_RETURN(t.report, RunReport::Create(c, t.group, *t.engine, *t.data));
+  return absl::OkStatus();
+}
+
+// The mean over ranks of each rank's value.
+absl::StatusOr<double> GlobalMean(comm::ProcessGroup* group, double value) {
+  at::Tensor v = at::full({1}, value, at::kDouble);
+  ZT_RETURN_IF_ERROR(group->AllReduce(v, comm::ReduceOp::kAvg));
+  return v.item<double>();
+}
+
+// One optimizer step: gradient_accumulation_steps micro-batches. Returns this rank's mean loss.
+absl::StatusOr<double> TrainStep(Trainer& t) {
+  if (t.schedule != nullptr) {
+    // DeepSpeed steps its scheduler once per optimizer step taken (not on skipped fp16 steps).
+    t.engine->set_lr(t.schedule->LearningRate(t.engine->optimizer_steps()));
+  }
+  double loss_sum = 0;
+  const int64_t gas = t.engine->batch().gradient_accumulation_steps;
+  for (int64_t micro = 0; micro < gas; ++micro) {
+    const Batch batch = t.sampler->NextBatch(*t.data);
+    at::Tensor loss;
+    try {
+      loss = GptLoss(t.model->forward(batch.x), batch.y);
+      loss_sum += loss.item<double>();
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat("forward on rank ", t.group->rank(), ": ",
+                                              e.what_without_backtrace()));
+    }
+    ZT_RETURN_IF_ERROR(t.engine->Backward(loss));
+    ZT_RETURN_IF_ERROR(t.engine->Step());
+  }
+  return loss_sum / static_cast<double>(gas);
+}
+
+// The held-out loss, averaged over every rank's share of the eval split.
+absl::StatusOr<double> EvalLoss(Trainer& t) {
+  EvalBatches batches(*t.data, t.group->world_size(), t.group->rank(),
+                      t.engine->batch().micro_batch_size, t.config.run.eval_iters);
+  double sum = 0;
+  int64_t n = 0;
+  try {
+    torch::NoGradGuard no_grad;
+    t.model->eval();
+    for (Batch b; batches.Next(&b); ++n) sum += GptLoss(t.model->forward(b.x), b.y).item<double>();
+    t.model->train();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("eval on rank ", t.group->rank(), ": ",
+                                            e.what_without_backtrace()));
+  }
+  return GlobalMean(t.group, n > 0 ? sum / static_cast<double>(n) : 0.0);
+}
+
+}  // namespace
+
+absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
+                      const TrainOutputs& outputs) {
+  Trainer t(config, group);
+  ZT_RETURN_IF_ERROR(Setup(t));
+  const RunOptions& run = config.run;
+  ZT_ASSIGN_OR_RETURN(const double initial_eval_loss, EvalLoss(t));
+  ZT_RETURN_IF_ERROR(t.report->Eval(0, initial_eval_loss));
+  t.report->Start();
+  for (int64_t step = 1; step <= run.steps; ++step) {
+    const double start = Now();
+    ZT_ASSIGN_OR_RETURN(const double local_loss, TrainStep(t));
+    ZT_ASSIGN_OR_RETURN(const double loss, GlobalMean(group, local_loss));
+    ZT_RETURN_IF_ERROR(t.report->Step(step, loss, Now() - start));
+    if (run.eval_interval > 0 && step % run.eval_interval == 0 && step < run.steps) {
+      ZT_ASSIGN_OR_RETURN(const double eval_loss, EvalLoss(t));
+      ZT_RETURN_IF_ERROR(t.report->Eval(step, eval_loss));
+    }
+  }
+  ZT_ASSIGN_OR_RETURN(const double eval_loss, EvalLoss(t));
+  ZT_RETURN_IF_ERROR(t.report->Eval(run.steps, eval_loss));
+  ZT_RETURN_IF_ERROR(t.report->Finish(*t.model, outputs.memory_summary));
+  return absl::OkStatus();
+}
+
+absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  // The nearest existing ancestor decides: the run would create everything below it.
+  while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
+  if (!fs::is_directory(p, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, "=\"", dir, "\": ", p.string(),
+                                                   " is not a directory"));
+  }
+  if (access(p.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, "=\"", dir, "\": ", p.string(),
+                                                   " is not writable"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::trainer
