@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/comm.h"
 #include "comm/launcher.h"
@@ -96,7 +97,11 @@ int Main(int argc, char** argv) {
   }
   std::vector<std::string> warnings;
   auto proto = LoadConfigProto({flags->config, flags->ds_config}, &warnings);
-  if (!proto.ok()) return Fail(kBadInput, std::string(proto.status().message()));
+  if (!proto.ok()) {
+    std::string message(proto.status().message());
+    if (absl::EndsWith(flags->config, ".json")) message += " (a DeepSpeed JSON file goes to --ds_config)";
+    return Fail(kBadInput, message);
+  }
   auto world = WorldSize(*flags);
   if (!world.ok()) return Fail(kBadInput, std::string(world.status().message()));
   auto config = ValidateConfig(*proto, *world, &warnings);

@@ -3,12 +3,14 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/activation_checkpoint.h"
 #include "tools/status_macros.h"
 #include "trainer/metrics/memory_stats.h"
 #include "trainer/model/generate.h"
@@ -178,6 +180,21 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
   if (!sink_->csv_path().empty()) std::printf("         csv: %s\n", sink_->csv_path().c_str());
   if (!sink_->tensorboard_path().empty()) {
     std::printf("         tensorboard: %s\n", sink_->tensorboard_path().c_str());
+  }
+  if (config_.engine.precision == Precision::kFloat16) {
+    std::printf("         fp16: %lld step(s) skipped on overflow, final loss scale %.0f\n",
+                static_cast<long long>(engine_.skipped_steps()), engine_.loss_scale());
+  }
+  if (config_.model.checkpoint_every > 0) {
+    const checkpoint::RecomputeStats rs = checkpoint::GetRecomputeStats();
+    std::printf("         activation checkpointing: every %lld block(s)",
+                static_cast<long long>(config_.model.checkpoint_every));
+    if (config_.model.profile_checkpointing) {
+      std::printf(", %lld recomputations on rank 0 took %.1f s (%.0f%% of training time)",
+                  static_cast<long long>(rs.recomputations), rs.seconds,
+                  100 * rs.seconds / std::max(1e-9, Now() - start_));
+    }
+    std::printf("\n");
   }
   std::printf("         checkpoints: none written (training-state checkpoints: issue 7)\n");
   if (config_.run.sample_tokens > 0) {
