@@ -65,11 +65,12 @@ absl::StatusOr<std::string> Bf16LossCurve(ModelKind model, int stage) {
   return std::string("ok");
 }
 
-class Bf16Test : public ::testing::TestWithParam<std::tuple<ModelKind, int>> {};
+// (model, stage, world size)
+class Bf16Test : public ::testing::TestWithParam<std::tuple<ModelKind, int, int>> {};
 
 TEST_P(Bf16Test, LossCurveWithinOnePercentOfFp32) {
-  const auto [model, stage] = GetParam();
-  auto outcomes = SpawnRanks(2, [model = model, stage = stage](int) {
+  const auto [model, stage, world] = GetParam();
+  auto outcomes = SpawnRanks(world, [model = model, stage = stage](int) {
     return Bf16LossCurve(model, stage);
   });
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
@@ -78,7 +79,11 @@ TEST_P(Bf16Test, LossCurveWithinOnePercentOfFp32) {
 INSTANTIATE_TEST_SUITE_P(Stages, Bf16Test,
                          ::testing::Combine(::testing::Values(ModelKind::kMlp,
                                                               ModelKind::kTransformer),
-                                            ::testing::Values(0, 1, 2)));
+                                            ::testing::Values(0, 1, 2), ::testing::Values(2)));
+INSTANTIATE_TEST_SUITE_P(WorldSizes, Bf16Test,
+                         ::testing::Combine(::testing::Values(ModelKind::kMlp,
+                                                              ModelKind::kTransformer),
+                                            ::testing::Values(1, 2), ::testing::Values(1, 4)));
 
 // Returns the hex of the fp32 bytes of the final parameters, so the parent can compare ranks.
 absl::StatusOr<std::string> Fp16Overflow(int stage, int rank) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "checkpoint/activation_checkpoint.h"
 #include "tools/status_macros.h"
+#include "trainer/metrics/device_memory_stats.h"
 #include "trainer/metrics/memory_stats.h"
 #include "trainer/model/generate.h"
 
@@ -158,7 +159,12 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
             "(ZeRO formula %.1f MiB)",
             b.total() / kMiB, b.params / kMiB, b.grads / kMiB, b.master / kMiB,
             b.optimizer_states / kMiB, engine_.formula_bytes() / kMiB);
-        std::printf("memory, rank %d:\n%s", r, metrics::MemorySummary(usage, {states}).c_str());
+        std::vector<std::string> lines = {states};
+        // On a CUDA build with a visible device; CPU runs have nothing to add.
+        if (auto device = metrics::ReadCudaMemoryStats(0); device.ok()) {
+          lines.push_back(metrics::DeviceMemoryLine(*device));
+        }
+        std::printf("memory, rank %d:\n%s", r, metrics::MemorySummary(usage, lines).c_str());
         std::fflush(stdout);
       }
       ZT_RETURN_IF_ERROR(group_->Barrier());
