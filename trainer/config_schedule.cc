@@ -159,7 +159,8 @@ absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& conf
   if (p.has_last_batch_iteration() && p.last_batch_iteration() != -1) {
     return absl::UnimplementedError(
         absl::StrCat("scheduler.params.last_batch_iteration = ", p.last_batch_iteration(),
-                     ": resuming a schedule needs checkpoints, not implemented yet (issue 7)"));
+                     ": not supported; a resumed run (run.resume_from) continues the schedule from the "
+                     "checkpoint's step"));
   }
   effective->set_type(out.type);
   SchedulerParams* e = effective->mutable_params();

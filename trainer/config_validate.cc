@@ -71,24 +71,21 @@ absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
   const CheckpointConfig& ck = c.checkpoint();
   if (ck.load_universal()) {
     return NotYet("checkpoint.load_universal", "true",
-                  "checkpoints are not implemented yet (issue 7)");
+                  "not implemented: zerotrain checkpoints load on any world size and stage "
+                  "without conversion, so leave it false");
   }
   if (ck.use_node_local_storage()) {
     return NotYet("checkpoint.use_node_local_storage", "true",
-                  "checkpoints are not implemented yet (issue 7)");
+                  "not implemented: every rank writes into one shared checkpoint directory");
   }
   if (ck.parallel_write().pipeline_stage()) {
     return NotYet("checkpoint.parallel_write.pipeline_stage", "true",
-                  "checkpoints are not implemented yet (issue 7)");
+                  "not implemented: zerotrain has no pipeline parallelism");
   }
   const std::string tag = absl::AsciiStrToLower(ck.tag_validation());
   if (tag != "ignore" && tag != "warn" && tag != "fail") {
     return Invalid("checkpoint.tag_validation", Quoted(ck.tag_validation()),
                    "expected Ignore, Warn or Fail");
-  }
-  if (c.run().save_interval() != 0) {
-    return NotYet("run.save_interval", absl::StrCat(c.run().save_interval()),
-                  "checkpoints are not implemented yet (issue 7); use 0");
   }
   return absl::OkStatus();
 }

@@ -29,6 +29,8 @@ struct RunOptions {
   int64_t steps_per_print = 0;
   bool wall_clock_breakdown = false;
   int64_t sample_tokens = 0;  // generated after training; 0 = none
+  int64_t save_interval = 0;  // checkpoints into <output_dir>/checkpoints; 0 = none
+  std::string resume_from;    // a checkpoint directory to continue from; "" = fresh start
 };
 
 // DeepSpeed's comms_logger. The comm layer records every op when GroupOptions::log_ops is set

@@ -64,6 +64,7 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   if (r.eval_iters() <= 0) return Invalid("run.eval_iters", r.eval_iters(), "must be positive");
   if (r.sample_tokens() < 0) return Invalid("run.sample_tokens", r.sample_tokens(), "must be >= 0");
   if (r.output_dir().empty()) return Invalid("run.output_dir", "\"\"", "must name a directory");
+  if (r.save_interval() < 0) return Invalid("run.save_interval", r.save_interval(), "must be >= 0");
   if (c.steps_per_print() <= 0) {
     return Invalid("steps_per_print", c.steps_per_print(), "must be positive");
   }
@@ -75,6 +76,8 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   run->steps_per_print = c.steps_per_print();
   run->wall_clock_breakdown = c.wall_clock_breakdown();
   run->sample_tokens = r.sample_tokens();
+  run->save_interval = r.save_interval();
+  run->resume_from = r.resume_from();
   return absl::OkStatus();
 }
 

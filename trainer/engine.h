@@ -10,7 +10,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
@@ -23,6 +25,9 @@
 
 namespace torch::nn {
 class Module;
+}
+namespace zerotrain::checkpoint {
+class CheckpointReader;
 }
 
 namespace zerotrain::trainer {
@@ -68,6 +73,17 @@ class Engine {
   }
   double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr is called
 
+  // Training-state checkpoints (docs/CHECKPOINT.md), both collective. Save writes this rank's
+  // shard file into <dir>/<tag>/, then rank 0 the manifest and <dir>/latest; tag "" means
+  // "global_step<optimizer steps>". Call it after Step() at an accumulation boundary.
+  absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
+                              const std::map<std::string, std::string>& client_state = {});
+  // Restores master weights, optimizer states (re-sliced for this world size and stage),
+  // parameters, loss scaler, step counters, lr and, when the world size matches, this rank's CPU
+  // RNG; returns the client state saved with it. tag "" = the one <dir>/latest names.
+  absl::StatusOr<std::map<std::string, std::string>> LoadCheckpoint(const std::string& dir,
+                                                                    const std::string& tag = "");
+
  private:
   Engine() = default;
   // Exchanges fingerprints (and whether `local`, this rank's own setup check, failed) with every
@@ -81,6 +97,12 @@ class Engine {
   absl::Status GatherParams();
   // The optimizer half of Step(), at the accumulation boundary; LibTorch may throw inside.
   absl::Status StepAtBoundary(double start);
+  // Every rank learns whether every rank's `local` is OK; returns local's error or one naming the
+  // ranks that failed (engine_checkpoint.cc).
+  absl::Status AgreeAllOk(const absl::Status& local, const std::string& where);
+  // The flat ranges [flat_begin, +numel) of real elements this rank's master holds, and where.
+  std::vector<std::pair<int64_t, int64_t>> MasterRanges(std::vector<int64_t>* master_offsets) const;
+  absl::Status CheckModelMatches(const checkpoint::CheckpointReader& reader) const;
 
   EngineOptions options_;
   BatchSizes batch_;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "comm/comm.h"
 #include "comm/launcher.h"
 #include "tools/status_macros.h"
@@ -124,6 +125,13 @@ int Main(int argc, char** argv) {
   if (InJob()) return RunRank(*flags, *config);
   if (absl::Status s = CheckOutputDirWritable(config->run.output_dir, "run.output_dir"); !s.ok()) {
     return Fail(kBadInput, std::string(s.message()));
+  }
+  if (!config->run.resume_from.empty()) {
+    // Opening checks the manifest and that every shard file is there with its recorded size.
+    if (auto reader = checkpoint::CheckpointReader::Open(config->run.resume_from); !reader.ok()) {
+      return Fail(kBadInput, absl::StrCat("run.resume_from = \"", config->run.resume_from,
+                                          "\": ", reader.status().message()));
+    }
   }
   comm::LaunchOptions launch;
   launch.nproc_per_node = flags->nproc_per_node > 0 ? flags->nproc_per_node : 2;

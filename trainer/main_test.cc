@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/checkpoint_reader.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -160,6 +162,73 @@ TEST(MainTest, KilledRankStopsTheJobWithinSeconds) {
   EXPECT_LT(now - killed_at, 10.0);
 }
 
+// The final fp32 master of the checkpoint `latest` names in `dir`.
+std::vector<float> FinalMaster(const std::string& dir) {
+  auto reader = zerotrain::checkpoint::CheckpointReader::Open(dir);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return {};
+  std::vector<float> master((*reader)->numel());
+  const absl::Status s = (*reader)->ReadFlat(zerotrain::checkpoint::kMasterArray, 0,
+                                             (*reader)->numel(), master.data());
+  EXPECT_TRUE(s.ok()) << s;
+  return master;
+}
+
+// 12 steps straight, and 6 steps + a checkpoint + a new job (on 3 ranks instead of 2, so the
+// shards are re-sliced) resuming for 6 more, end with the same fp32 master weights: the sampler
+// position, lr schedule, optimizer state and step counters all came back. Equal within fp32
+// rounding, not bitwise: 3 ranks sum the gradient in another order.
+TEST(MainTest, ResumedRunContinuesWhereItStopped) {
+  const std::string dir = Dir("resume");
+  const std::map<std::string, std::string> fp32 = {
+      {"bf16", "bf16 { enabled: false }"},
+      {"scheduler", "scheduler { type: \"WarmupLR\" params { warmup_num_steps: 8 } }"},
+      {"micro", "train_batch_size: 12"}};
+  auto with_run = [&](std::map<std::string, std::string> m, const std::string& run) {
+    m["run"] = run;
+    return m;
+  };
+  const std::string common = " seed: 1 eval_interval: 0 eval_iters: 1 sample_tokens: 0";
+  const Result straight = RunMain(
+      {"--config=" + WriteConfig(dir, "", 0, with_run(fp32, "run { steps: 12 save_interval: 12 "
+                                                              "output_dir: \"" + dir + "/a\"" +
+                                                              common + " }"))},
+      dir);
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  const Result first = RunMain(
+      {"--config=" + WriteConfig(dir, "", 0, with_run(fp32, "run { steps: 6 save_interval: 6 "
+                                                              "output_dir: \"" + dir + "/b\"" +
+                                                              common + " }"))},
+      dir);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const Result resumed = RunMain(
+      {"--nproc_per_node=3",
+       "--config=" + WriteConfig(dir, "", 0,
+                                 with_run(fp32, "run { steps: 12 save_interval: 12 output_dir: \"" +
+                                                    dir + "/b\" resume_from: \"" + dir +
+                                                    "/b/checkpoints\"" + common + " }"))},
+      dir);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed from " + dir + "/b/checkpoints at step 6"),
+            std::string::npos)
+      << resumed.out;
+  EXPECT_NE(resumed.out.find("step 12/12"), std::string::npos) << resumed.out;
+  const std::vector<float> want = FinalMaster(dir + "/a/checkpoints");
+  const std::vector<float> got = FinalMaster(dir + "/b/checkpoints");
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]) / (1e-6 + 1e-5 * std::abs(want[i])));
+  }
+  EXPECT_LE(worst, 1.0) << "worst element off by " << worst << "x the tolerance";
+  // The resumed job appended to the first job's CSV: steps 1..12 are all there, once.
+  const std::string csv = Read(dir + "/b/t/metrics.csv");
+  for (int step : {1, 6, 7, 12}) {
+    EXPECT_NE(csv.find("\n" + std::to_string(step) + ","), std::string::npos) << step;
+  }
+}
+
 struct BadCase {
   std::string name;
   std::map<std::string, std::string> replace;  // config entries
@@ -186,6 +255,11 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
        {{"run", "run { steps: 3 output_dir: \"" + root + "/a_file/out\" }"}}, {},
        root + "/a_file/out"},
       {"missing_config_file", {}, {"--config=/nonexistent/run.pbtxt"}, "/nonexistent/run.pbtxt"},
+      {"missing_checkpoint",
+       {{"run", "run { steps: 3 output_dir: \"" + root + "/out2\" resume_from: \"" + root +
+                    "/no_checkpoints\" }"}},
+       {},
+       "run.resume_from"},
       {"unknown_flag", {}, {"--stepz=3"}, "--stepz"},
   };
   for (const BadCase& c : cases) {

@@ -41,7 +41,8 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
                     config.metrics, {n::kLoss, n::kLr, n::kLossScale, n::kSamplesPerSec,
                                      n::kTokensPerSec, n::kMsPerStep, n::kForwardMs,
                                      n::kBackwardMs, n::kCommMs, n::kStepMs, n::kRssMb,
-                                     n::kPeakRssMb, kEvalLoss}));
+                                     n::kPeakRssMb, kEvalLoss},
+                    /*append=*/!config.run.resume_from.empty()));
   const BatchSizes& b = engine.batch();
   const GptOptions& m = config.model;
   std::printf(
@@ -72,14 +73,14 @@ absl::StatusOr<std::pair<double, double>> RunReport::MaxRss() {
 }
 
 absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
-  if (step == 1) first_loss_ = loss;
+  if (++steps_run_ == 1) first_loss_ = loss;
   last_loss_ = loss;
-  if (step > 1) train_seconds_ += seconds;  // the first step pays one-off allocation costs
+  if (steps_run_ > 1) train_seconds_ += seconds;  // the first step pays one-off allocation costs
   window_seconds_ += seconds;
   ++window_steps_;
   const RunOptions& run = config_.run;
   const bool print = run.steps_per_print > 0 &&
-                     (step % run.steps_per_print == 0 || step == 1 || step == run.steps);
+                     (step % run.steps_per_print == 0 || steps_run_ == 1 || step == run.steps);
   double rss = 0, peak = 0;
   if (print) {
     ZT_ASSIGN_OR_RETURN(std::tie(rss, peak), MaxRss());
@@ -145,6 +146,25 @@ absl::Status RunReport::Eval(int64_t step, double eval_loss) {
   return sink_->Write(step, row);
 }
 
+absl::Status RunReport::Saved(int64_t step, const std::string& dir, double seconds) {
+  last_checkpoint_ = absl::StrCat(dir, "/global_step", engine_.optimizer_steps());
+  if (group_->rank() != 0) return absl::OkStatus();
+  std::printf("checkpoint at step %lld: %s (%.2f s)\n", static_cast<long long>(step),
+              last_checkpoint_.c_str(), seconds);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::Status RunReport::Resumed(const std::string& dir, int64_t step) {
+  if (group_->rank() != 0) return absl::OkStatus();
+  std::printf("zerotrain: resumed from %s at step %lld (optimizer step %lld, sampler position "
+              "restored)\n",
+              dir.c_str(), static_cast<long long>(step),
+              static_cast<long long>(engine_.optimizer_steps()));
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
   ZT_ASSIGN_OR_RETURN(auto rss, MaxRss());
   peak_rss_ = std::max(peak_rss_, rss.second);
@@ -171,17 +191,16 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
     }
   }
   if (group_->rank() != 0) return absl::OkStatus();
-  const int64_t steps = config_.run.steps;
+  const int64_t steps = steps_run_;
   const double samples = static_cast<double>(engine_.batch().train_batch_size);
   const double per_rank =
       steps > 1 ? samples * (steps - 1) / train_seconds_ / group_->world_size() : 0;
   std::printf(
       "\nsummary: %lld steps in %.1f s | train loss %.4f -> %.4f | eval loss %.4f -> %.4f\n"
-      "         %.2f samples/s (%.0f tokens/s) per rank, mean over steps 2..%lld | "
+      "         %.2f samples/s (%.0f tokens/s) per rank, mean over all steps but the first | "
       "peak RSS %.0f MiB (largest rank) | model states %.1f MiB per rank\n",
       static_cast<long long>(steps), Now() - start_, first_loss_, last_loss_, first_eval_loss_,
-      last_eval_loss_, per_rank, per_rank * config_.model.block_size,
-      static_cast<long long>(steps), peak_rss_ / kMiB,
+      last_eval_loss_, per_rank, per_rank * config_.model.block_size, peak_rss_ / kMiB,
       engine_.model_state_bytes().total() / kMiB);
   if (!sink_->csv_path().empty()) std::printf("         csv: %s\n", sink_->csv_path().c_str());
   if (!sink_->tensorboard_path().empty()) {
@@ -202,7 +221,13 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
     }
     std::printf("\n");
   }
-  std::printf("         checkpoints: none written (training-state checkpoints: issue 7)\n");
+  if (last_checkpoint_.empty()) {
+    std::printf("         checkpoints: none written (set run.save_interval)\n");
+  } else {
+    std::printf("         checkpoints: %s (latest: %s; resume with run.resume_from)\n",
+                last_checkpoint_.substr(0, last_checkpoint_.rfind('/')).c_str(),
+                last_checkpoint_.substr(last_checkpoint_.rfind('/') + 1).c_str());
+  }
   if (config_.run.sample_tokens > 0) {
     GenerateOptions g;
     g.max_new_tokens = config_.run.sample_tokens;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,8 @@ class RunReport {
   // After optimizer step `step` (1-based): `loss` is the mean over ranks, `seconds` its wall time.
   absl::Status Step(int64_t step, double loss, double seconds);
   absl::Status Eval(int64_t step, double eval_loss);
+  absl::Status Saved(int64_t step, const std::string& dir, double seconds);
+  absl::Status Resumed(const std::string& dir, int64_t step);
   // The summary, each rank's memory when asked, and a sample of generated text.
   absl::Status Finish(Gpt& model, bool memory_summary);
 
@@ -47,8 +50,10 @@ class RunReport {
   double start_ = 0;
   double window_seconds_ = 0;  // since the last progress line
   int64_t window_steps_ = 0;
+  int64_t steps_run_ = 0;      // by this process (a resumed run counts from its resume point)
   double train_seconds_ = 0;   // all steps but the first (warm-up)
   double first_loss_ = 0, last_loss_ = 0, last_eval_loss_ = 0, first_eval_loss_ = -1;
+  std::string last_checkpoint_;  // "" = none saved
   double peak_rss_ = 0;
 };
 

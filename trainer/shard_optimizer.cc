@@ -57,6 +57,12 @@ class AdamShardOptimizer : public ShardOptimizer {
            4;
   }
   void set_lr(double lr) override { options_.lr = lr; }
+  absl::StatusOr<std::vector<std::pair<std::string, float*>>> state() override {
+    std::vector<std::pair<std::string, float*>> out = {{"exp_avg", exp_avg_.data()},
+                                                       {"exp_avg_sq", exp_avg_sq_.data()}};
+    if (options_.amsgrad) out.emplace_back("max_exp_avg_sq", max_exp_avg_sq_.data());
+    return out;
+  }
 
  private:
   optim::AdamOptions options_;
@@ -97,6 +103,11 @@ class SgdShardOptimizer : public ShardOptimizer {
 
   int64_t state_bytes() const override { return static_cast<int64_t>(momentum_.size()) * 4; }
   void set_lr(double lr) override { options_.lr = lr; }
+  absl::StatusOr<std::vector<std::pair<std::string, float*>>> state() override {
+    std::vector<std::pair<std::string, float*>> out;
+    if (!momentum_.empty()) out.emplace_back("momentum_buffer", momentum_.data());
+    return out;
+  }
 
  private:
   optim::SgdOptions options_;
@@ -105,6 +116,12 @@ class SgdShardOptimizer : public ShardOptimizer {
 };
 
 }  // namespace
+
+absl::StatusOr<std::vector<std::pair<std::string, float*>>> ShardOptimizer::state() {
+  return absl::UnimplementedError(absl::StrCat(
+      "optimizer ", name(), " does not expose its state (ShardOptimizer::state), so it cannot be "
+      "checkpointed"));
+}
 
 std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions& options) {
   return std::make_unique<AdamShardOptimizer>(options);

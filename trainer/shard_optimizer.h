@@ -8,8 +8,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "optim/adam.h"
 #include "optim/precision.h"
@@ -39,6 +42,10 @@ class ShardOptimizer {
   // Bytes of optimizer state held (moments, momentum buffers), for the memory accounting.
   virtual int64_t state_bytes() const = 0;
   virtual void set_lr(double lr) = 0;
+  // The per-element state, after Init: named fp32 arrays of shard_numel elements each, aligned
+  // with the master shard, that checkpoints save and re-slice (empty for stateless SGD). The
+  // default, UNIMPLEMENTED, makes Engine::SaveCheckpoint refuse with the optimizer's name.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, float*>>> state();
 };
 
 std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions& options);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tools/status_macros.h"
 #include "trainer/data/sampler.h"
@@ -103,6 +104,39 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
   return GlobalMean(t.group, n > 0 ? sum / static_cast<double>(n) : 0.0);
 }
 
+std::string CheckpointDir(const RunOptions& run) { return run.output_dir + "/checkpoints"; }
+
+// The trainer's own state rides in the checkpoint's client state: the step the run reached and
+// the sampler's position, so a resumed run sees exactly the batches that would have come next.
+constexpr char kTrainerStep[] = "trainer_step";
+constexpr char kSamplerPosition[] = "sampler_position";
+
+absl::Status Save(Trainer& t, int64_t step) {
+  const double start = Now();
+  ZT_RETURN_IF_ERROR(t.engine->SaveCheckpoint(
+      CheckpointDir(t.config.run), "",
+      {{kTrainerStep, std::to_string(step)},
+       {kSamplerPosition, std::to_string(t.sampler->position())}}));
+  return t.report->Saved(step, CheckpointDir(t.config.run), Now() - start);
+}
+
+// Loads run.resume_from when set; returns the number of steps already done.
+absl::StatusOr<int64_t> Resume(Trainer& t) {
+  const std::string& dir = t.config.run.resume_from;
+  if (dir.empty()) return 0;
+  ZT_ASSIGN_OR_RETURN(auto client, t.engine->LoadCheckpoint(dir));
+  int64_t step = 0, position = 0;
+  if (!absl::SimpleAtoi(client[kTrainerStep], &step) ||
+      !absl::SimpleAtoi(client[kSamplerPosition], &position) || step < 0 || position < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run.resume_from = \"", dir, "\": the checkpoint was not written by //trainer:main (its ",
+        kTrainerStep, "/", kSamplerPosition, " are missing or malformed)"));
+  }
+  t.sampler->Seek(position);
+  ZT_RETURN_IF_ERROR(t.report->Resumed(dir, step));
+  return step;
+}
+
 }  // namespace
 
 absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
@@ -110,14 +144,18 @@ absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
   Trainer t(config, group);
   ZT_RETURN_IF_ERROR(Setup(t));
   const RunOptions& run = config.run;
+  ZT_ASSIGN_OR_RETURN(const int64_t done, Resume(t));
   ZT_ASSIGN_OR_RETURN(const double initial_eval_loss, EvalLoss(t));
-  ZT_RETURN_IF_ERROR(t.report->Eval(0, initial_eval_loss));
+  ZT_RETURN_IF_ERROR(t.report->Eval(done, initial_eval_loss));
   t.report->Start();
-  for (int64_t step = 1; step <= run.steps; ++step) {
+  for (int64_t step = done + 1; step <= run.steps; ++step) {
     const double start = Now();
     ZT_ASSIGN_OR_RETURN(const double local_loss, TrainStep(t));
     ZT_ASSIGN_OR_RETURN(const double loss, GlobalMean(group, local_loss));
     ZT_RETURN_IF_ERROR(t.report->Step(step, loss, Now() - start));
+    if (run.save_interval > 0 && (step % run.save_interval == 0 || step == run.steps)) {
+      ZT_RETURN_IF_ERROR(Save(t, step));
+    }
     if (run.eval_interval > 0 && step % run.eval_interval == 0 && step < run.steps) {
       ZT_ASSIGN_OR_RETURN(const double eval_loss, EvalLoss(t));
       ZT_RETURN_IF_ERROR(t.report->Eval(step, eval_loss));

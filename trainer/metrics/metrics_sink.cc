@@ -24,12 +24,14 @@ absl::Status ValidateMetricsOptions(const trainer::MetricsOptions& options) {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsSink>> MetricsSink::Create(
-    const trainer::MetricsOptions& options, const std::vector<std::string>& columns) {
+    const trainer::MetricsOptions& options, const std::vector<std::string>& columns,
+    bool append) {
   ZT_RETURN_IF_ERROR(ValidateMetricsOptions(options));
   std::unique_ptr<MetricsSink> sink(new MetricsSink());
   if (options.csv) {
     ZT_ASSIGN_OR_RETURN(
-        sink->csv_, CsvWriter::Open(absl::StrCat(options.csv_output_path, "/", options.job_name)));
+        sink->csv_, CsvWriter::Open(absl::StrCat(options.csv_output_path, "/", options.job_name),
+                                    "metrics.csv", append));
     if (!columns.empty()) ZT_RETURN_IF_ERROR(sink->csv_->DeclareColumns(columns));
   }
   if (options.tensorboard) {

@@ -39,9 +39,11 @@ class MetricsSink {
   // monitors that are on and opens their files, so an unwritable directory fails here, before
   // training starts. With both monitors off the sink accepts and drops everything.
   // `columns`, when given, are every metric name Write will see (the CSV header); otherwise the
-  // first Write fixes them.
+  // first Write fixes them. `append` (a resumed run) continues an existing CSV file instead of
+  // replacing it.
   static absl::StatusOr<std::unique_ptr<MetricsSink>> Create(
-      const trainer::MetricsOptions& options, const std::vector<std::string>& columns = {});
+      const trainer::MetricsOptions& options, const std::vector<std::string>& columns = {},
+      bool append = false);
 
   // One step's scalars to every open monitor; a row may hold any subset of the CSV columns.
   absl::Status Write(int64_t step, absl::Span<const Scalar> scalars);

@@ -1,0 +1,190 @@
+// Checkpoint directory names, the `latest` pointer and the resharding reader.
+#include "checkpoint/checkpoint_reader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/manifest.h"
+
+namespace zerotrain::checkpoint {
+
+std::string DefaultTag(int64_t optimizer_steps) {
+  return absl::StrCat("global_step", optimizer_steps);
+}
+
+std::string ShardFileName(int rank) { return absl::StrCat("rank_", rank, ".zts"); }
+
+absl::Status ValidateTag(const std::string& tag) {
+  if (tag.empty() || tag == "." || tag == ".." || tag[0] == '.' ||
+      tag.find('/') != std::string::npos || tag.find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint tag '", tag, "': must be one directory name, not starting with '.'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteLatest(const std::string& dir, const std::string& tag) {
+  return WriteFileAtomically(absl::StrCat(dir, "/", kLatestFileName), tag + "\n");
+}
+
+absl::StatusOr<std::string> ReadLatest(const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/", kLatestFileName);
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, ": ", text.status().message()));
+  }
+  std::string tag(absl::StripAsciiWhitespace(*text));
+  absl::Status s = ValidateTag(tag);
+  if (!s.ok()) return absl::DataLossError(absl::StrCat(path, ": ", s.message()));
+  return tag;
+}
+
+std::vector<FlatRun> RunsOf(const partition::ShardLayout& layout, int64_t begin, int64_t numel) {
+  std::vector<FlatRun> runs;
+  const auto& buckets = layout.buckets();
+  const int64_t end = begin + numel;
+  for (int64_t i = begin; i < end;) {
+    auto it = std::upper_bound(buckets.begin(), buckets.end(), i,
+                               [](int64_t v, const partition::LayoutBucket& b) { return v < b.begin; });
+    const partition::LayoutBucket& b = *(it - 1);
+    const int rank = layout.OwnerOf(i);
+    const int64_t slice_end = b.begin + (rank + 1) * b.slice;
+    const int64_t n = std::min(slice_end, end) - i;
+    runs.push_back({rank, i, n, layout.ShardOffsetOf(i)});
+    i += n;
+  }
+  return runs;
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& dir,
+                                                                         const std::string& tag) {
+  std::string t = tag;
+  if (t.empty()) {
+    auto latest = ReadLatest(dir);
+    if (!latest.ok()) return latest.status();
+    t = *latest;
+  }
+  absl::Status s = ValidateTag(t);
+  if (!s.ok()) return s;
+  std::unique_ptr<CheckpointReader> r(new CheckpointReader());
+  r->tag_dir_ = absl::StrCat(dir, "/", t);
+  const std::string mpath = absl::StrCat(r->tag_dir_, "/", kManifestFileName);
+  auto m = ReadManifest(mpath);
+  if (!m.ok()) return m.status();
+  r->manifest_ = *std::move(m);
+  const Manifest& mf = r->manifest_;
+  auto bad = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat("checkpoint manifest ", mpath, ": ", what));
+  };
+  std::vector<int64_t> numels;
+  for (const ParameterEntry& p : mf.params()) {
+    int64_t n = 1;
+    for (int64_t d : p.shape()) n *= d;
+    if (n != p.numel() || p.numel() < 0) return bad(absl::StrCat("parameter ", p.name(), " numel"));
+    numels.push_back(p.numel());
+  }
+  auto layout = partition::ShardLayout::Create(numels, mf.layout_world_size(), mf.bucket_numel());
+  if (!layout.ok()) return bad(std::string(layout.status().message()));
+  r->layout_ = std::make_unique<partition::ShardLayout>(*std::move(layout));
+  for (int i = 0; i < mf.files_size(); ++i) {
+    const ShardFileEntry& f = mf.files(i);
+    if (f.name() != ShardFileName(f.rank()) || !r->file_of_rank_.emplace(f.rank(), i).second) {
+      return bad(absl::StrCat("file entry ", f.name(), " for rank ", f.rank()));
+    }
+    const std::string path = absl::StrCat(r->tag_dir_, "/", f.name());
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat("checkpoint ", r->tag_dir_, ": shard file ", path,
+                                              " is missing"));
+    }
+    if (st.st_size != f.size()) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard file ", path, ": ", st.st_size,
+                                              " bytes, the manifest says ", f.size(),
+                                              st.st_size < f.size() ? " (truncated)" : ""));
+    }
+  }
+  for (int rank = 0; rank < mf.layout_world_size(); ++rank) {
+    auto it = r->file_of_rank_.find(rank);
+    if (it == r->file_of_rank_.end() || !mf.files(it->second).holds_state()) {
+      return bad(absl::StrCat("no state file for layout rank ", rank));
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<const ShardFileReader*> CheckpointReader::FileOf(int rank) {
+  auto open = open_.find(rank);
+  if (open != open_.end()) return open->second.get();
+  auto it = file_of_rank_.find(rank);
+  if (it == file_of_rank_.end()) {
+    return absl::NotFoundError(absl::StrCat("checkpoint ", tag_dir_, ": no file of rank ", rank));
+  }
+  auto f = ShardFileReader::Open(absl::StrCat(tag_dir_, "/", manifest_.files(it->second).name()));
+  if (!f.ok()) return f.status();
+  auto owned = std::make_unique<ShardFileReader>(*std::move(f));
+  const ShardFileReader* p = owned.get();
+  open_[rank] = std::move(owned);
+  return p;
+}
+
+absl::Status CheckpointReader::ReadFlat(const std::string& array, int64_t begin, int64_t numel,
+                                        float* out) {
+  if (begin < 0 || numel < 0 || begin + numel > layout_->numel()) {
+    return absl::OutOfRangeError(absl::StrCat("checkpoint ", tag_dir_, ": flat range [", begin,
+                                              ", ", begin + numel, ") outside ", layout_->numel(),
+                                              " elements"));
+  }
+  for (const FlatRun& run : RunsOf(*layout_, begin, numel)) {
+    auto file = FileOf(run.rank);
+    if (!file.ok()) return file.status();
+    const ArrayInfo* a = (*file)->Find(array);
+    if (a == nullptr || a->dtype != ArrayDType::kFloat32) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard file ", (*file)->path(),
+                                              ": no fp32 array '", array, "'"));
+    }
+    absl::Status s = (*file)->ReadRange(array, run.shard_offset, run.numel, out + (run.begin - begin));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> CheckpointReader::ReadParam(int i) {
+  if (i < 0 || i >= num_params()) {
+    return absl::OutOfRangeError(absl::StrCat("checkpoint ", tag_dir_, ": parameter #", i));
+  }
+  std::vector<float> out(layout_->param_numel(i));
+  absl::Status s = ReadFlat(kMasterArray, param_offset(i), layout_->param_numel(i), out.data());
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<std::vector<uint8_t>> CheckpointReader::ReadRankBytes(int rank,
+                                                                     const std::string& array) {
+  auto file = FileOf(rank);
+  if (!file.ok()) return file.status();
+  if ((*file)->Find(array) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("checkpoint shard file ", (*file)->path(),
+                                            ": no array '", array, "'"));
+  }
+  return (*file)->ReadAllBytes(array);
+}
+
+absl::Status CheckpointReader::VerifyFileChecksums() const {
+  for (const ShardFileEntry& f : manifest_.files()) {
+    const std::string path = absl::StrCat(tag_dir_, "/", f.name());
+    auto bytes = ReadWholeFile(path);
+    if (!bytes.ok()) return bytes.status();
+    if (Crc32c(bytes->data(), bytes->size()) != f.crc32c()) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard file ", path,
+                                              ": checksum mismatch with the manifest"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::checkpoint

@@ -1,0 +1,83 @@
+// A training-state checkpoint on disk, for readers: the tag directory's layout and names, the
+// `latest` pointer, and CheckpointReader, which opens a checkpoint from its manifest alone and
+// reads any range of the flat fp32 master (or an optimizer state) by flat element index, whatever
+// world size and stage wrote it. The engine's LoadCheckpoint and the consolidation tool use it.
+//
+//   <dir>/latest                       the tag of the newest complete checkpoint (written last)
+//   <dir>/<tag>/manifest.ztm           checkpoint/manifest.h (written after every shard file)
+//   <dir>/<tag>/rank_<r>.zts           checkpoint/shard_file.h, one per saving rank
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/manifest.pb.h"
+#include "checkpoint/shard_file.h"
+#include "partition/shard_layout.h"
+
+namespace zerotrain::checkpoint {
+
+inline constexpr char kManifestFileName[] = "manifest.ztm";
+inline constexpr char kLatestFileName[] = "latest";
+inline constexpr char kMasterArray[] = "master";      // per element, fp32
+inline constexpr char kRngArray[] = "cpu_rng_state";  // bytes, per saving rank
+
+std::string DefaultTag(int64_t optimizer_steps);  // "global_step<N>"
+std::string ShardFileName(int rank);               // "rank_<r>.zts"
+// A tag is one plain directory name: not empty, no '/', not "." / "..", not starting with '.'.
+absl::Status ValidateTag(const std::string& tag);
+absl::Status WriteLatest(const std::string& dir, const std::string& tag);  // crash-safe
+absl::StatusOr<std::string> ReadLatest(const std::string& dir);
+
+// Which old file and offset hold flat elements: a contiguous run [begin, begin + numel) of the
+// flat buffer held by rank `rank` of the layout at `shard_offset` of its shard.
+struct FlatRun {
+  int rank = 0;
+  int64_t begin = 0;
+  int64_t numel = 0;
+  int64_t shard_offset = 0;
+};
+std::vector<FlatRun> RunsOf(const partition::ShardLayout& layout, int64_t begin, int64_t numel);
+
+class CheckpointReader {
+ public:
+  // tag "" = the one `latest` names. Reads and checks the manifest and that every shard file it
+  // lists exists with the recorded size; shard contents are verified as they are read.
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(const std::string& dir,
+                                                                const std::string& tag = "");
+
+  const Manifest& manifest() const { return manifest_; }
+  const std::string& tag_dir() const { return tag_dir_; }
+  // The layout the per-element arrays follow (1 rank for a stage-0 checkpoint).
+  const partition::ShardLayout& layout() const { return *layout_; }
+  int num_params() const { return manifest_.params_size(); }
+  int64_t param_offset(int i) const { return layout_->param_offset(i); }  // flat index
+  int64_t numel() const { return layout_->numel(); }
+
+  // Flat elements [begin, begin + numel) (within numel()) of per-element fp32 array `array`
+  // (kMasterArray or one of manifest().state_arrays()) into `out`.
+  absl::Status ReadFlat(const std::string& array, int64_t begin, int64_t numel, float* out);
+  // Parameter i's fp32 master values, flattened.
+  absl::StatusOr<std::vector<float>> ReadParam(int i);
+  // A byte array of the file saving rank `rank` wrote (e.g. kRngArray); NotFound when absent.
+  absl::StatusOr<std::vector<uint8_t>> ReadRankBytes(int rank, const std::string& array);
+  // Reads every listed file whole and compares its CRC32C with the manifest's.
+  absl::Status VerifyFileChecksums() const;
+
+ private:
+  CheckpointReader() = default;
+  absl::StatusOr<const ShardFileReader*> FileOf(int rank);
+
+  Manifest manifest_;
+  std::string tag_dir_;
+  std::unique_ptr<partition::ShardLayout> layout_;
+  std::map<int, int> file_of_rank_;  // saving rank -> index into manifest_.files()
+  std::map<int, std::unique_ptr<ShardFileReader>> open_;
+};
+
+}  // namespace zerotrain::checkpoint

@@ -1,0 +1,93 @@
+// Shard files: a table of named 1-D arrays (fp32 or raw bytes) behind a checksummed header, each
+// array's bytes checksummed per fixed-size chunk so a reader can verify just the ranges it reads
+// (a rank loading its slice of a resharded checkpoint, the consolidation tool streaming one
+// parameter). Layout, all integers little-endian (docs/CHECKPOINT.md):
+//   "ZTSHARD1"  u32 format_version  u32 chunk_bytes  u64 table_bytes  u32 crc32c(header + table)
+//   table: per array  u32 name_len, name, u8 dtype, u64 numel, u32 crc32c per chunk
+//   data: the arrays end to end, in table order, no padding.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace zerotrain::checkpoint {
+
+inline constexpr uint32_t kShardFormatVersion = 1;
+inline constexpr uint32_t kDefaultChunkBytes = 1 << 20;
+
+enum class ArrayDType : uint8_t { kFloat32 = 1, kBytes = 2 };
+int ArrayDTypeSize(ArrayDType dtype);
+
+struct WrittenFile {
+  std::string path;
+  int64_t size = 0;
+  uint32_t crc32c = 0;  // of the whole file
+};
+
+class ShardFileWriter {
+ public:
+  explicit ShardFileWriter(uint32_t chunk_bytes = kDefaultChunkBytes) : chunk_bytes_(chunk_bytes) {}
+  // `data` must stay valid until Write; names must be unique.
+  absl::Status Add(const std::string& name, ArrayDType dtype, const void* data, int64_t numel);
+  // Writes crash-safely (checkpoint/atomic_file.h).
+  absl::StatusOr<WrittenFile> Write(const std::string& path) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    ArrayDType dtype;
+    const void* data;
+    int64_t numel;
+  };
+  uint32_t chunk_bytes_;
+  std::vector<Entry> entries_;
+};
+
+struct ArrayInfo {
+  std::string name;
+  ArrayDType dtype = ArrayDType::kFloat32;
+  int64_t numel = 0;
+  int64_t data_offset = 0;  // in the file
+  std::vector<uint32_t> chunk_crcs;
+};
+
+class ShardFileReader {
+ public:
+  // Validates the magic, version, header checksum, table and that the file's size is exactly
+  // what the table describes (a truncated or extended file fails here).
+  static absl::StatusOr<ShardFileReader> Open(const std::string& path);
+  ShardFileReader(ShardFileReader&& other) noexcept;
+  ShardFileReader& operator=(ShardFileReader&&) = delete;
+  ~ShardFileReader();
+
+  const std::string& path() const { return path_; }
+  int64_t file_size() const { return file_size_; }
+  const std::vector<ArrayInfo>& arrays() const { return arrays_; }
+  const ArrayInfo* Find(const std::string& name) const;  // null when absent
+
+  // Elements [offset, offset + numel) of array `name` into `out`, verifying every chunk touched.
+  // Not thread-safe (it keeps the last verified chunk): one reader per thread.
+  absl::Status ReadRange(const std::string& name, int64_t offset, int64_t numel, void* out) const;
+  absl::StatusOr<std::vector<uint8_t>> ReadAllBytes(const std::string& name) const;
+
+ private:
+  ShardFileReader() = default;
+  absl::Status ParseTable(const std::string& table);
+
+  std::string path_;
+  int fd_ = -1;
+  int64_t file_size_ = 0;
+  uint32_t chunk_bytes_ = 0;
+  std::vector<ArrayInfo> arrays_;
+  std::map<std::string, int> index_;
+  // The last chunk read and verified: a resharding load reads many small neighbouring ranges.
+  mutable std::vector<char> chunk_;
+  mutable int64_t chunk_file_offset_ = -1;
+};
+
+}  // namespace zerotrain::checkpoint
