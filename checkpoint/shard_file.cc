@@ -215,6 +215,17 @@ absl::Status ShardFileReader::ReadRange(const std::string& name, int64_t offset,
   for (int64_t c = begin / chunk_bytes_; c * chunk_bytes_ < end; ++c) {
     const int64_t cbegin = c * chunk_bytes_;
     const int64_t n = std::min<int64_t>(chunk_bytes_, total - cbegin);
+    if (cbegin >= begin && cbegin + n <= end) {
+      // A whole chunk inside the range: read and verify it in place, without the bounce buffer.
+      char* whole = dst + (cbegin - begin);
+      absl::Status s = PreadFully(fd_, whole, n, a->data_offset + cbegin, path_);
+      if (!s.ok()) return s;
+      if (Crc32c(whole, static_cast<size_t>(n)) != a->chunk_crcs[c]) {
+        return Corrupt(path_, absl::StrCat("checksum mismatch in array ", name, " bytes [", cbegin,
+                                           ", ", cbegin + n, ")"));
+      }
+      continue;
+    }
     if (chunk_file_offset_ != a->data_offset + cbegin) {
       chunk_file_offset_ = -1;
       chunk_.resize(chunk_bytes_);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/shard_file.h"
@@ -101,10 +102,23 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   if (local.ok() && !states.ok()) local = states.status();
   if (local.ok() && rank == 0) {
     std::error_code ec;
-    if (std::filesystem::exists(absl::StrCat(tag_dir, "/", checkpoint::kManifestFileName), ec)) {
+    const std::string manifest = absl::StrCat(tag_dir, "/", checkpoint::kManifestFileName);
+    auto latest = checkpoint::ReadLatest(dir);
+    if (latest.ok() && *latest == tag) {
       local = absl::AlreadyExistsError(absl::StrCat(
-          "checkpoint ", tag_dir, " already exists; choose another tag or remove it"));
-    } else if (std::filesystem::create_directories(tag_dir, ec), ec) {
+          "checkpoint ", tag_dir, " is the one ", dir, "/latest names; choose another tag or "
+          "remove it"));
+    } else if (std::filesystem::exists(manifest, ec)) {
+      // A complete tag `latest` does not name: left by a save killed between its manifest and
+      // `latest`, or an older run's. Unlisting it first means a crash while it is rewritten
+      // leaves a tag without a manifest, which nothing loads, instead of a mix of old and new.
+      if (!std::filesystem::remove(manifest, ec) || ec) {
+        local = absl::InternalError(absl::StrCat("cannot replace ", manifest, ": ", ec.message()));
+      } else {
+        local = checkpoint::FsyncDirectory(tag_dir);
+      }
+    }
+    if (local.ok() && (std::filesystem::create_directories(tag_dir, ec), ec)) {
       local = absl::InternalError(absl::StrCat("cannot create ", tag_dir, ": ", ec.message()));
     }
   }
@@ -257,7 +271,13 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     std::vector<std::string> arrays = {checkpoint::kMasterArray};
     arrays.insert(arrays.end(), have.begin(), have.end());
     for (const std::string& a : arrays) {
-      at::Tensor t = at::zeros({master_.numel()}, at::kFloat);
+      // Every real element is read below; only the padding past the last one needs zeros.
+      at::Tensor t = at::empty({master_.numel()}, at::kFloat);
+      int64_t covered = 0;
+      for (size_t i = 0; i < ranges.size(); ++i) {
+        covered = std::max(covered, offsets[i] + ranges[i].second);
+      }
+      t.narrow(0, covered, master_.numel() - covered).zero_();
       for (size_t i = 0; i < ranges.size(); ++i) {
         ZT_RETURN_IF_ERROR(reader->ReadFlat(a, ranges[i].first, ranges[i].second,
                                             t.data_ptr<float>() + offsets[i]));
@@ -275,7 +295,11 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
   const checkpoint::Manifest& m = reader->manifest();
   try {
     c10::NoGradGuard no_grad;
-    master_.copy_(loaded[0]);  // for fp32 stage 0 this writes the parameters themselves
+    if (master_aliases_params_) {
+      master_.copy_(loaded[0]);  // fp32 stage 0: this writes the parameters themselves
+    } else {
+      master_ = loaded[0];  // same size and dtype; nothing else holds the old buffer
+    }
     for (size_t i = 0; i < states.size(); ++i) {
       std::memcpy(states[i].second, loaded[i + 1].data_ptr<float>(), master_.numel() * 4);
     }

@@ -290,8 +290,17 @@ absl::StatusOr<std::string> BadInput() {
   ZT_RETURN_IF_ERROR(Step(*engine, net));
   ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(base, "t"));
   ZT_RETURN_IF_ERROR(Expect(engine->SaveCheckpoint(base, "t"),
-                            {rank == 0 ? "bad/base/t already exists" : "rank(s) 0 failed"},
+                            {rank == 0 ? "bad/base/latest names" : "rank(s) 0 failed"},
                             "same tag"));
+  // A save killed between its manifest and `latest` leaves a complete tag `latest` does not
+  // name; the resumed run reaches the same tag and must be able to write it again.
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(TestDir("bad/unlisted"), "t"));
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(TestDir("bad/unlisted"), "u"));
+  if (rank == 0) ZT_RETURN_IF_ERROR(checkpoint::WriteLatest(TestDir("bad/unlisted"), "t"));
+  ZT_RETURN_IF_ERROR(group->Barrier());
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(TestDir("bad/unlisted"), "u"));
+  ZT_ASSIGN_OR_RETURN(const std::string latest, checkpoint::ReadLatest(TestDir("bad/unlisted")));
+  if (latest != "u") return absl::InternalError("rewriting an unlisted tag did not list it");
   if (rank == 0) {
     std::filesystem::remove(Variant(base, "missing") + "/t/rank_1.zts");
     const std::string flipped = Variant(base, "flipped") + "/t/rank_0.zts";

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "trainer/metrics/crc32c.h"
+#include "trainer/metrics/masked_crc.h"
 
 namespace zerotrain::metrics {
 namespace {
@@ -28,7 +28,7 @@ absl::StatusOr<std::vector<tb::Event>> ParseEventRecords(const std::string& byte
     if (bytes.size() - at < 12) return absl::DataLossError(where + "truncated header");
     const uint64_t length = LoadLittleEndian(bytes, at, 8);
     const uint32_t length_crc = static_cast<uint32_t>(LoadLittleEndian(bytes, at + 8, 4));
-    if (MaskCrc(Crc32c(bytes.data() + at, 8)) != length_crc) {
+    if (MaskedCrc32c(bytes.data() + at, 8) != length_crc) {
       return absl::DataLossError(where + "length CRC mismatch");
     }
     if (length > bytes.size() - at - 12 || bytes.size() - at - 12 - length < 4) {
@@ -36,7 +36,7 @@ absl::StatusOr<std::vector<tb::Event>> ParseEventRecords(const std::string& byte
     }
     const char* data = bytes.data() + at + 12;
     const uint32_t data_crc = static_cast<uint32_t>(LoadLittleEndian(bytes, at + 12 + length, 4));
-    if (MaskCrc(Crc32c(data, length)) != data_crc) {
+    if (MaskedCrc32c(data, length) != data_crc) {
       return absl::DataLossError(where + "data CRC mismatch");
     }
     tb::Event event;

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
-#include "trainer/metrics/crc32c.h"
+#include "trainer/metrics/masked_crc.h"
 #include "trainer/metrics/event_file_reader.h"
 #include "trainer/metrics/event_file_writer.h"
 

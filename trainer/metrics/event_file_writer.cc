@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tools/status_macros.h"
-#include "trainer/metrics/crc32c.h"
+#include "trainer/metrics/masked_crc.h"
 #include "trainer/metrics/output_dir.h"
 
 namespace zerotrain::metrics {
@@ -28,9 +28,9 @@ std::string EncodeRecord(const std::string& data) {
   std::string out;
   out.reserve(data.size() + 16);
   AppendLittleEndian(&out, data.size(), 8);
-  AppendLittleEndian(&out, MaskCrc(Crc32c(out.data(), 8)), 4);
+  AppendLittleEndian(&out, MaskedCrc32c(out.data(), 8), 4);
   out += data;
-  AppendLittleEndian(&out, MaskCrc(Crc32c(data.data(), data.size())), 4);
+  AppendLittleEndian(&out, MaskedCrc32c(data.data(), data.size()), 4);
   return out;
 }
 
