@@ -88,7 +88,9 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const s
     if (n != p.numel() || p.numel() < 0) return bad(absl::StrCat("parameter ", p.name(), " numel"));
     numels.push_back(p.numel());
   }
-  auto layout = partition::ShardLayout::Create(numels, mf.layout_world_size(), mf.bucket_numel());
+  const std::vector<int> segment_starts(mf.segment_starts().begin(), mf.segment_starts().end());
+  auto layout = partition::ShardLayout::Create(numels, mf.layout_world_size(), mf.bucket_numel(),
+                                               segment_starts);
   if (!layout.ok()) return bad(std::string(layout.status().message()));
   r->layout_ = std::make_unique<partition::ShardLayout>(*std::move(layout));
   for (int i = 0; i < mf.files_size(); ++i) {
@@ -134,9 +136,11 @@ absl::StatusOr<const ShardFileReader*> CheckpointReader::FileOf(int rank) {
 
 absl::Status CheckpointReader::ReadFlat(const std::string& array, int64_t begin, int64_t numel,
                                         float* out) {
-  if (begin < 0 || numel < 0 || begin + numel > layout_->numel()) {
+  // Flat indices run to padded_numel(): a stage 3 layout has padding between segments too.
+  if (begin < 0 || numel < 0 || begin + numel > layout_->padded_numel()) {
     return absl::OutOfRangeError(absl::StrCat("checkpoint ", tag_dir_, ": flat range [", begin,
-                                              ", ", begin + numel, ") outside ", layout_->numel(),
+                                              ", ", begin + numel, ") outside ",
+                                              layout_->padded_numel(),
                                               " elements"));
   }
   for (const FlatRun& run : RunsOf(*layout_, begin, numel)) {

@@ -59,7 +59,7 @@ class CheckpointReader {
   int64_t param_offset(int i) const { return layout_->param_offset(i); }  // flat index
   int64_t numel() const { return layout_->numel(); }
 
-  // Flat elements [begin, begin + numel) (within numel()) of per-element fp32 array `array`
+  // Flat elements [begin, begin + numel) (within padded_numel()) of per-element fp32 array `array`
   // (kMasterArray or one of manifest().state_arrays()) into `out`.
   absl::Status ReadFlat(const std::string& array, int64_t begin, int64_t numel, float* out);
   // Parameter i's fp32 master values, flattened.

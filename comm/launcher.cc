@@ -69,8 +69,11 @@ std::vector<std::string> RankEnv(const LaunchOptions& o, int local_rank, const s
     if (!placement) env.emplace_back(kv);
   }
   // ATen's OpenMP threads spin after each parallel region and starve the other ranks' network
-  // threads when ranks share cores (docs/COMM.md); torchrun sets 1 as well.
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) env.push_back("OMP_NUM_THREADS=1");
+  // threads when ranks share cores (docs/COMM.md); torchrun sets 1 as well when it starts more
+  // than one process.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr && o.nproc_per_node > 1) {
+    env.push_back("OMP_NUM_THREADS=1");
+  }
   const int world = o.nnodes * o.nproc_per_node;
   env.push_back(absl::StrCat("RANK=", o.node_rank * o.nproc_per_node + local_rank));
   env.push_back(absl::StrCat("LOCAL_RANK=", local_rank));
@@ -150,14 +153,18 @@ absl::Status Supervise(const LaunchOptions& o, std::vector<Rank>& ranks, int fir
     }
     for (Rank& r : ranks) {
       int status = 0;
-      if (!r.running || waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
+      if (!r.running) continue;
+      const pid_t got = waitpid(r.pid, &status, WNOHANG);
+      if (got == 0 || (got < 0 && errno == EINTR)) continue;
       r.running = false;
       --running;
-      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      // got < 0 (ECHILD): reaped by someone else, so how it ended is unknown: not a success.
+      const bool failed = got < 0 || !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (failed && !stopping) {
         const std::string message = RankError(r);
         result = absl::AbortedError(absl::StrCat(
-            "rank ", first_global_rank + r.rank, " (pid ", r.pid, ") ", HowItEnded(status),
+            "rank ", first_global_rank + r.rank, " (pid ", r.pid, ") ",
+            got < 0 ? "ended with an unknown status" : HowItEnded(status),
             message.empty() ? "" : ": ", message));
         stop(SIGTERM);
       }
@@ -181,11 +188,16 @@ absl::Status LaunchRanks(const LaunchOptions& options) {
   }
   const std::string dir = dir_template;
   g_signal = 0;
-  struct sigaction on_signal {}, old_int{}, old_term{};
+  struct sigaction on_signal {}, old_int{}, old_term{}, default_chld{}, old_chld{};
   on_signal.sa_handler = RecordSignal;
   sigemptyset(&on_signal.sa_mask);
   sigaction(SIGINT, &on_signal, &old_int);
   sigaction(SIGTERM, &on_signal, &old_term);
+  // An inherited SIGCHLD=SIG_IGN (some CI runners and daemons) would let the kernel reap the
+  // ranks before we learn how they ended.
+  default_chld.sa_handler = SIG_DFL;
+  sigemptyset(&default_chld.sa_mask);
+  sigaction(SIGCHLD, &default_chld, &old_chld);
 
   std::vector<Rank> ranks(options.nproc_per_node);
   absl::Status result;
@@ -204,6 +216,7 @@ absl::Status LaunchRanks(const LaunchOptions& options) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGCHLD, &old_chld, nullptr);
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
   return result;

@@ -1,5 +1,6 @@
 // Launcher: starts the ranks of this node as copies of a program with the rendezvous variables
-// set (torchrun's RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and
+// set (torchrun's RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and
+// OMP_NUM_THREADS=1 unless set when more than one rank shares the node), and
 // supervises them as torchrun does: SIGINT/SIGTERM are forwarded to every rank, and when one rank
 // fails the others are stopped (SIGTERM, then SIGKILL after a grace period) and the launcher
 // returns that rank's own error message, which the rank left in the file named by ZT_ERROR_FILE.

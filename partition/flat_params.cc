@@ -8,8 +8,10 @@
 
 namespace zerotrain::partition {
 
-absl::StatusOr<FlatParams> FlatParams::Create(const NamedTensors& params, int world_size,
-                                              int64_t bucket_numel) {
+namespace {
+
+// Every parameter defined and of one dtype and device; their element counts.
+absl::StatusOr<std::vector<int64_t>> CheckParams(const NamedTensors& params) {
   if (params.empty()) {
     return absl::InvalidArgumentError("FlatParams: the module has no trainable parameters");
   }
@@ -30,12 +32,43 @@ absl::StatusOr<FlatParams> FlatParams::Create(const NamedTensors& params, int wo
     }
     numels.push_back(p.numel());
   }
-  auto layout = ShardLayout::Create(numels, world_size, bucket_numel);
+  return numels;
+}
+
+}  // namespace
+
+absl::StatusOr<FlatParams> FlatParams::Describe(const NamedTensors& params, int world_size,
+                                                int64_t bucket_numel,
+                                                const std::vector<int>& segment_starts,
+                                                const std::vector<int64_t>& given_numels) {
+  auto numels = CheckParams(params);
+  if (!numels.ok()) return numels.status();
+  if (!given_numels.empty()) {
+    if (given_numels.size() != params.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("FlatParams: ", given_numels.size(),
+                                                     " element counts for ", params.size(),
+                                                     " parameters"));
+    }
+    *numels = given_numels;
+  }
+  auto layout = ShardLayout::Create(*numels, world_size, bucket_numel, segment_starts);
   if (!layout.ok()) return layout.status();
   FlatParams out(std::move(*layout));
+  const at::Tensor& first = params.front().second;
+  out.options_ = at::TensorOptions().dtype(first.scalar_type()).device(first.device());
+  out.params_ = params;
+  return out;
+}
+
+absl::StatusOr<FlatParams> FlatParams::Create(const NamedTensors& params, int world_size,
+                                              int64_t bucket_numel) {
+  auto described = Describe(params, world_size, bucket_numel, {});
+  if (!described.ok()) return described.status();
+  FlatParams out = *std::move(described);
+  out.params_.clear();
   try {
     c10::NoGradGuard no_grad;
-    out.flat_ = at::zeros({out.layout_.padded_numel()}, params.front().second.options());
+    out.flat_ = at::zeros({out.layout_.padded_numel()}, out.options_);
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor p = params[i].second;
       at::Tensor view =
@@ -51,7 +84,7 @@ absl::StatusOr<FlatParams> FlatParams::Create(const NamedTensors& params, int wo
   return out;
 }
 
-at::ScalarType FlatParams::dtype() const { return flat_.scalar_type(); }
+at::ScalarType FlatParams::dtype() const { return options_.dtype().toScalarType(); }
 
 at::Tensor FlatParams::ViewOf(const at::Tensor& buffer, int i) const {
   return buffer.narrow(0, layout_.param_offset(i), layout_.param_numel(i))

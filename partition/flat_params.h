@@ -24,9 +24,18 @@ class FlatParams {
   // Every parameter must share one dtype and device; values are copied into the buffer.
   static absl::StatusOr<FlatParams> Create(const NamedTensors& params, int world_size,
                                            int64_t bucket_numel);
+  // The layout and parameter list only: no buffer, and the parameters are left as they are
+  // (ZeRO stage 3, where no rank holds the whole flat buffer; see sharded_params.h).
+  // `numels`, when given, are the parameters' element counts (stage 3 parameters partitioned at
+  // construction hold none).
+  static absl::StatusOr<FlatParams> Describe(const NamedTensors& params, int world_size,
+                                             int64_t bucket_numel,
+                                             const std::vector<int>& segment_starts,
+                                             const std::vector<int64_t>& numels = {});
 
   const ShardLayout& layout() const { return layout_; }
-  const at::Tensor& flat() const { return flat_; }  // padded_numel() elements
+  const at::Tensor& flat() const { return flat_; }  // padded_numel() elements; none if Describe'd
+  const at::TensorOptions& options() const { return options_; }  // the parameters' dtype, device
   const NamedTensors& params() const { return params_; }
   int num_params() const { return static_cast<int>(params_.size()); }
   const std::string& name(int i) const { return params_[i].first; }
@@ -40,6 +49,7 @@ class FlatParams {
 
   ShardLayout layout_;
   at::Tensor flat_;
+  at::TensorOptions options_;
   NamedTensors params_;
 };
 

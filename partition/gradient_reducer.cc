@@ -77,7 +77,7 @@ GradientReducer::GradientReducer(comm::ProcessGroup* group, const FlatParams* pa
     for (int b : buckets) ++bucket_param_count_[b];
     param_buckets_.push_back(std::move(buckets));
   }
-  const at::TensorOptions opts = params->flat().options();
+  const at::TensorOptions opts = params->options();
   if (options.stage == 2) {
     grad_shard_ = at::zeros({layout.shard_numel()}, opts);
     staging_.resize(nb);
@@ -110,7 +110,7 @@ at::Tensor& GradientReducer::Staging(int bucket) {
   at::Tensor& t = staging_[bucket];
   if (!t.defined()) {
     // Not zeroed: every element is either copied by a hook or zeroed by ZeroUncovered.
-    t = at::empty({params_->layout().buckets()[bucket].numel}, params_->flat().options());
+    t = at::empty({params_->layout().buckets()[bucket].numel}, params_->options());
   }
   return t;
 }
@@ -120,7 +120,13 @@ void GradientReducer::ZeroUncovered(int bucket) {
   const LayoutBucket& b = layout.buckets()[bucket];
   at::Tensor& t = Staging(bucket);
   const int64_t end = b.begin + b.numel;
-  const int64_t real_end = std::max(b.begin, std::min(end, layout.numel()));
+  // Parameters fill a bucket from its start; padding follows the last one (at the end of the
+  // buffer, or of a segment: shard_layout.h).
+  int64_t real_end = b.begin;
+  for (int p = b.first_param; p < b.end_param; ++p) {
+    real_end = std::max(real_end, layout.param_offset(p) + layout.param_numel(p));
+  }
+  real_end = std::min(real_end, end);
   if (real_end < end) t.narrow(0, real_end - b.begin, end - real_end).zero_();
   for (int p = b.first_param; p < b.end_param; ++p) {
     if (arrived_[p]) continue;

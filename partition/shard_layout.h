@@ -4,6 +4,10 @@
 // bucket. A bucket is then both the unit of gradient reduction (a plain reduce-scatter of the
 // bucket hands each rank exactly its owned slice) and of the parameter all-gather, and a rank's
 // owned slices, laid end to end, form its contiguous shard of shard_numel() elements.
+// Segments (ZeRO stage 3): a run of parameters fetched together (one submodule's) may be made
+// to start a bucket of its own, so that gathering it moves no neighbour's elements; the bucket
+// ending before it is then padded to a multiple of the world size, and padding lies between
+// parameters as well as at the end.
 // Pure arithmetic: no LibTorch.
 #pragma once
 
@@ -35,15 +39,27 @@ struct ParamPiece {
 
 class ShardLayout {
  public:
-  // Parameters are laid end to end in the given order, without gaps; padding lies only at the
-  // end. bucket_numel is rounded up to a multiple of world_size.
+  // Parameters are laid end to end in the given order; without segments there are no gaps and
+  // padding lies only at the end. bucket_numel is rounded up to a multiple of world_size.
+  // `segment_starts` are parameter indices (increasing, each in [1, params)) where a new bucket
+  // must begin.
   static absl::StatusOr<ShardLayout> Create(const std::vector<int64_t>& param_numels,
-                                            int world_size, int64_t bucket_numel);
+                                            int world_size, int64_t bucket_numel,
+                                            const std::vector<int>& segment_starts = {});
 
   int world_size() const { return world_size_; }
   int num_params() const { return static_cast<int>(param_offsets_.size()); }
   int64_t numel() const { return numel_; }                // real elements
   int64_t padded_numel() const { return padded_numel_; }  // flat buffer size
+  int64_t bucket_numel() const { return bucket_numel_; }  // the largest bucket
+  const std::vector<int>& segment_starts() const { return segment_starts_; }
+  // Segment s is parameters [first, end) and buckets [first_bucket, end_bucket); one segment
+  // covering everything when there are no segment starts.
+  int num_segments() const { return static_cast<int>(segment_starts_.size()) + 1; }
+  int SegmentFirstParam(int s) const;
+  int SegmentEndParam(int s) const;
+  int SegmentFirstBucket(int s) const { return segment_buckets_[s]; }
+  int SegmentEndBucket(int s) const { return segment_buckets_[s + 1]; }
   int64_t shard_numel() const { return padded_numel_ / world_size_; }
   int64_t param_offset(int i) const { return param_offsets_[i]; }
   int64_t param_numel(int i) const { return param_numels_[i]; }
@@ -69,6 +85,8 @@ class ShardLayout {
   std::vector<int64_t> param_offsets_;
   std::vector<int64_t> param_numels_;
   std::vector<LayoutBucket> buckets_;
+  std::vector<int> segment_starts_;
+  std::vector<int> segment_buckets_;  // first bucket of each segment, then the bucket count
 };
 
 }  // namespace zerotrain::partition

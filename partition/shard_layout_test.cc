@@ -15,20 +15,39 @@ struct Case {
   std::vector<int64_t> numels;
   int world;
   int64_t bucket;
+  std::vector<int> segments = {};
 };
 
 class ShardLayoutTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ShardLayoutTest, EveryElementOwnedExactlyOnce) {
   const Case& c = GetParam();
-  auto layout = ShardLayout::Create(c.numels, c.world, c.bucket);
+  auto layout = ShardLayout::Create(c.numels, c.world, c.bucket, c.segments);
   ASSERT_TRUE(layout.ok()) << layout.status();
   int64_t total = 0;
   for (int64_t n : c.numels) total += n;
   EXPECT_EQ(layout->numel(), total);
   EXPECT_EQ(layout->padded_numel() % c.world, 0);
   EXPECT_GE(layout->padded_numel(), total);
-  EXPECT_LT(layout->padded_numel() - total, c.world);
+  // At most W-1 elements of padding after each segment.
+  EXPECT_LT(layout->padded_numel() - total, c.world * layout->num_segments());
+
+  // Segments start buckets of their own, and their buckets hold only their parameters.
+  ASSERT_EQ(layout->num_segments(), static_cast<int>(c.segments.size()) + 1);
+  for (int s = 0; s < layout->num_segments(); ++s) {
+    const int first = layout->SegmentFirstParam(s);
+    EXPECT_EQ(layout->buckets()[layout->SegmentFirstBucket(s)].begin, layout->param_offset(first));
+    for (int k = layout->SegmentFirstBucket(s); k < layout->SegmentEndBucket(s); ++k) {
+      const LayoutBucket& b = layout->buckets()[k];
+      for (int p = b.first_param; p < b.end_param; ++p) {
+        if (layout->param_numel(p) == 0) continue;
+        EXPECT_GE(p, first) << "bucket " << k;
+        EXPECT_LT(p, layout->SegmentEndParam(s)) << "bucket " << k;
+      }
+    }
+  }
+  EXPECT_EQ(layout->SegmentEndBucket(layout->num_segments() - 1),
+            static_cast<int>(layout->buckets().size()));
 
   // Buckets tile [0, padded) and each is a multiple of the world size.
   int64_t at = 0;
@@ -105,12 +124,18 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{{10, 7, 3}, 1, 4}, Case{{10, 7, 3}, 2, 4}, Case{{277}, 4, 16},
                       // Buckets smaller than the largest parameter, counts not divisible by W.
                       Case{{5, 100, 0, 1, 33}, 4, 12}, Case{{5, 100, 0, 1, 33}, 3, 1000},
-                      Case{{1}, 4, 4}, Case{{64, 64}, 4, 5}));
+                      Case{{1}, 4, 4}, Case{{64, 64}, 4, 5},
+                      // Segments: gaps between parameters, buckets of several sizes.
+                      Case{{5, 100, 0, 1, 33}, 4, 12, {1, 3}}, Case{{10, 7, 3}, 2, 4, {1, 2}},
+                      Case{{7, 7, 7, 7}, 3, 1000, {2}}, Case{{13, 1, 50}, 4, 8, {2}}));
 
 TEST(ShardLayoutErrors, RejectsBadArguments) {
   EXPECT_FALSE(ShardLayout::Create({4}, 0, 8).ok());
   EXPECT_FALSE(ShardLayout::Create({4}, 2, 0).ok());
   EXPECT_FALSE(ShardLayout::Create({-1}, 2, 8).ok());
+  EXPECT_FALSE(ShardLayout::Create({4, 4}, 2, 8, {0}).ok());
+  EXPECT_FALSE(ShardLayout::Create({4, 4}, 2, 8, {2}).ok());
+  EXPECT_FALSE(ShardLayout::Create({4, 4, 4}, 2, 8, {2, 1}).ok());
 }
 
 TEST(ShardLayoutErrors, BucketRoundedUpToWorldMultiple) {

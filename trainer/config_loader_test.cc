@@ -102,10 +102,9 @@ TEST(ConfigLoader, EveryShippedConfigLoadsAndValidatesForTwoRanks) {
   }
 }
 
-TEST(ConfigLoader, OffloadAndStage3ConfigsGiveTheNotImplementedError) {
+TEST(ConfigLoader, OffloadConfigGivesTheNotImplementedError) {
   const std::pair<const char*, const char*> cases[] = {
       {"offload.json", "zero_optimization.offload_optimizer.device = \"cpu\""},
-      {"stage3.json", "zero_optimization.stage = 3: not implemented yet (issue 6)"},
   };
   for (const auto& [name, message] : cases) {
     std::vector<std::string> warnings;

@@ -22,8 +22,6 @@ std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
 // DeepSpeed features zerotrain does not have yet, when the config asks for them.
 absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
   const ZeroOptimizationConfig& z = c.zero_optimization();
-  if (z.stage() == 3)
-    return NotYet("zero_optimization.stage", "3", "not implemented yet (issue 6)");
   const std::string od = z.offload_optimizer().device(), pd = z.offload_param().device();
   if (od != "none" && od != "cpu" && od != "nvme") {
     return Invalid("zero_optimization.offload_optimizer.device", Quoted(od),
@@ -93,16 +91,19 @@ absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
 absl::Status ZeroToEngine(const TrainerConfigProto& c, EngineOptions* e,
                           std::vector<std::string>* warnings) {
   const ZeroOptimizationConfig& z = c.zero_optimization();
-  if (z.stage() < 0 || z.stage() > 2) {
-    return Invalid("zero_optimization.stage", absl::StrCat(z.stage()), "expected 0, 1, 2 (or 3)");
+  if (z.stage() < 0 || z.stage() > 3) {
+    return Invalid("zero_optimization.stage", absl::StrCat(z.stage()), "expected 0, 1, 2 or 3");
   }
-  if (z.reduce_bucket_size() <= 0) {
-    return Invalid("zero_optimization.reduce_bucket_size", absl::StrCat(z.reduce_bucket_size()),
-                   "must be positive");
-  }
-  if (z.allgather_bucket_size() <= 0) {
-    return Invalid("zero_optimization.allgather_bucket_size",
-                   absl::StrCat(z.allgather_bucket_size()), "must be positive");
+  // Capped so that bucket arithmetic (rounding up to the world size) cannot overflow; 2^40
+  // elements is terabytes, far beyond any bucket that makes sense.
+  constexpr int64_t kMaxBucket = int64_t{1} << 40;
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"zero_optimization.reduce_bucket_size",
+                                        z.reduce_bucket_size()},
+        {"zero_optimization.allgather_bucket_size", z.allgather_bucket_size()}}) {
+    if (value <= 0 || value > kMaxBucket) {
+      return Invalid(name, absl::StrCat(value), "must be in [1, 2^40] elements");
+    }
   }
   if (!z.allgather_partitions()) {
     warnings->push_back(
@@ -115,6 +116,24 @@ absl::Status ZeroToEngine(const TrainerConfigProto& c, EngineOptions* e,
   e->reduce_bucket_size = z.reduce_bucket_size();
   e->allgather_bucket_size = z.allgather_bucket_size();
   e->ignore_unused_parameters = z.ignore_unused_parameters();
+  if (z.stage() == 3) {
+    for (const auto& [name, value] :
+         {std::pair<const char*, int64_t>{"zero_optimization.stage3_prefetch_bucket_size",
+                                          z.stage3_prefetch_bucket_size()},
+          {"zero_optimization.stage3_max_live_parameters", z.stage3_max_live_parameters()},
+          {"zero_optimization.stage3_max_reuse_distance", z.stage3_max_reuse_distance()},
+          {"zero_optimization.stage3_param_persistence_threshold",
+           z.stage3_param_persistence_threshold()},
+          {"zero_optimization.stage3_model_persistence_threshold",
+           z.stage3_model_persistence_threshold()}}) {
+      if (value < 0) return Invalid(name, absl::StrCat(value), "must be >= 0 (elements)");
+    }
+    e->stage3.prefetch_numel = z.stage3_prefetch_bucket_size();
+    e->stage3.max_live_numel = z.stage3_max_live_parameters();
+    e->stage3.max_reuse_distance = z.stage3_max_reuse_distance();
+    e->stage3.persistence_threshold = z.stage3_param_persistence_threshold();
+    e->stage3.model_persistence_threshold = z.stage3_model_persistence_threshold();
+  }
   if (c.gradient_clipping() < 0) {
     return Invalid("gradient_clipping", absl::StrCat(c.gradient_clipping()), "must be >= 0");
   }

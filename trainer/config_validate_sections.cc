@@ -29,6 +29,8 @@ absl::StatusOr<int64_t> CheckpointEvery(const TrainerConfigProto& c, int64_t n_l
       return Invalid("activation_checkpointing.number_checkpoints", ac.number_checkpoints(),
                      "must be positive");
     }
+    // n_layer itself is checked later (ValidateGptOptions); here it only must not divide by 0.
+    if (n_layer <= 0) return 0;
     return CeilDiv(n_layer, std::min(ac.number_checkpoints(), n_layer));
   }
   if (c.has_activation_checkpointing()) {

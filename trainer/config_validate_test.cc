@@ -60,6 +60,19 @@ TEST(ConfigValidate, DeepSpeedDefaultsWhenSectionsAreAbsent) {
   EXPECT_EQ(c.metrics.csv_output_path, c.run.output_dir);
 }
 
+TEST(ConfigValidate, Stage3KeysMapOntoEngineOptions) {
+  TrainerConfig c = Valid(R"(
+    zero_optimization { stage: 3 stage3_prefetch_bucket_size: 11 stage3_max_live_parameters: 22
+                        stage3_max_reuse_distance: 33 stage3_param_persistence_threshold: 44
+                        stage3_model_persistence_threshold: 55 })");
+  EXPECT_EQ(c.engine.stage, 3);
+  EXPECT_EQ(c.engine.stage3.prefetch_numel, 11);
+  EXPECT_EQ(c.engine.stage3.max_live_numel, 22);
+  EXPECT_EQ(c.engine.stage3.max_reuse_distance, 33);
+  EXPECT_EQ(c.engine.stage3.persistence_threshold, 44);
+  EXPECT_EQ(c.engine.stage3.model_persistence_threshold, 55);
+}
+
 TEST(ConfigValidate, ZeroAndPrecisionMapOntoEngineOptions) {
   TrainerConfig c = Valid(R"(
     gradient_clipping: 0.5
@@ -188,8 +201,8 @@ TEST(ConfigValidate, BatchTripleThatDoesNotMultiplyOutForTheWorld) {
 
 TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
   using absl::StatusCode;
-  EXPECT_THAT(Error("zero_optimization { stage: 3 }", StatusCode::kUnimplemented),
-              HasSubstr("zero_optimization.stage = 3: not implemented yet (issue 6)"));
+  EXPECT_THAT(Error("zero_optimization { stage: 3 stage3_max_live_parameters: -1 }"),
+              HasSubstr("zero_optimization.stage3_max_live_parameters = -1: must be >= 0"));
   EXPECT_THAT(Error(R"(zero_optimization { offload_optimizer { device: "nvme" } })",
                     StatusCode::kUnimplemented),
               HasSubstr("(issue 8)"));
@@ -203,6 +216,11 @@ TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
   EXPECT_THAT(Error("checkpoint { load_universal: true }", StatusCode::kUnimplemented),
               HasSubstr("checkpoint.load_universal = true"));
   EXPECT_THAT(Error("run { save_interval: -1 }"), HasSubstr("run.save_interval = -1"));
+  EXPECT_THAT(Error("zero_optimization { reduce_bucket_size: 9223372036854775807 }"),
+              HasSubstr("zero_optimization.reduce_bucket_size = 9223372036854775807"));
+  // number_checkpoints divides by n_layer: a zero n_layer must be an error, not a crash.
+  EXPECT_THAT(Error("model { n_layer: 0 } activation_checkpointing { number_checkpoints: 1 }"),
+              HasSubstr("n_layer"));
   EXPECT_THAT(Error("prescale_gradients: true", StatusCode::kUnimplemented),
               HasSubstr("prescale_gradients = true"));
   EXPECT_THAT(

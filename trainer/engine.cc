@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -28,6 +29,25 @@ at::ScalarType ModelDtype(Precision p) {
   }
 }
 
+// The module's trainable parameters in registration order, each once (a tensor that two
+// submodules share, like tied embeddings, under the first name it has), with the index of the
+// submodule that first holds it: stage 3 gathers each submodule's parameters together.
+partition::NamedTensors TrainableParams(torch::nn::Module& module, std::vector<int>* owner) {
+  partition::NamedTensors named;
+  std::unordered_set<const void*> seen;
+  int index = 0;
+  module.apply([&](const std::string& prefix, torch::nn::Module& m) {
+    for (const auto& item : m.named_parameters(/*recurse=*/false)) {
+      const at::Tensor& p = item.value();
+      if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+      named.emplace_back(prefix.empty() ? item.key() : absl::StrCat(prefix, ".", item.key()), p);
+      owner->push_back(index);
+    }
+    ++index;
+  });
+  return named;
+}
+
 }  // namespace
 
 Engine::~Engine() = default;
@@ -43,9 +63,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   // Local problems are only reported after the ranks have met, so that a rank that fails here
   // does not leave the others waiting in the fingerprint exchange until the timeout.
   absl::Status local;
-  if (options.stage < 0 || options.stage > 2) {
+  if (options.stage < 0 || options.stage > 3) {
     local = absl::InvalidArgumentError(
-        absl::StrCat(where, "stage ", options.stage, " (this engine runs stages 0, 1 and 2)"));
+        absl::StrCat(where, "stage ", options.stage, " (ZeRO stages are 0, 1, 2 and 3)"));
   }
   auto batch = ResolveBatchSizes(options, group->world_size());
   if (batch.ok()) {
@@ -54,11 +74,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
     local = absl::Status(batch.status().code(), absl::StrCat(where, batch.status().message()));
   }
   partition::NamedTensors named;
+  std::vector<int> owner;
   try {
     if (options.precision != Precision::kFloat32) module.to(ModelDtype(options.precision));
-    for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-      if (item.value().requires_grad()) named.emplace_back(item.key(), item.value());
-    }
+    named = TrainableParams(module, &owner);
   } catch (const c10::Error& err) {
     if (local.ok()) local = absl::InternalError(absl::StrCat(where, err.what_without_backtrace()));
   }
@@ -69,20 +88,42 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   // Backward produces gradients roughly in reverse registration order; laying parameters out
   // that way lets the first buckets fill (and their reductions start) first.
   std::reverse(named.begin(), named.end());
+  std::reverse(owner.begin(), owner.end());
+  std::vector<int> segment_starts;  // stage 3 gathers each submodule's parameters as one
+  for (size_t i = 1; i < owner.size(); ++i) {
+    if (owner[i] != owner[i - 1]) segment_starts.push_back(static_cast<int>(i));
+  }
+  const partition::ShardedInit* init = options.sharded_init;
+  if (init != nullptr && local.ok()) {
+    if (options.stage != 3) {
+      local = absl::InvalidArgumentError(absl::StrCat(
+          where, "a ShardedInit partitions for stage 3; this engine is stage ", options.stage));
+    } else if (init->bucket_numel() != Stage3BucketNumel(options)) {
+      local = absl::InvalidArgumentError(absl::StrCat(
+          where, "the ShardedInit cut buckets of ", init->bucket_numel(), " elements, the engine "
+          "uses ", Stage3BucketNumel(options), " (Stage3BucketNumel of these options)"));
+    }
+  }
   std::vector<ParamSignature> signature;
   for (const auto& [name, p] : named) {
-    signature.push_back({name, p.sizes().vec(), c10::toString(p.scalar_type())});
+    std::vector<int64_t> shape = p.sizes().vec();
+    if (const partition::ShardedInit::Part* part = init ? init->PartOf(p) : nullptr) {
+      const auto it = std::find(part->params.begin(), part->params.end(), p.unsafeGetTensorImpl());
+      shape = part->shapes[it - part->params.begin()];
+    }
+    signature.push_back({name, shape, c10::toString(p.scalar_type())});
   }
   ZT_RETURN_IF_ERROR(e->CheckRanksAgree(signature, local));
-  ZT_ASSIGN_OR_RETURN(auto flat, partition::FlatParams::Create(named, group->world_size(),
-                                                               options.reduce_bucket_size));
-  e->flat_ = std::make_unique<partition::FlatParams>(std::move(flat));
-  ZT_RETURN_IF_ERROR(e->BroadcastInitialState());
+  // Stage 3 shards rank 0's values; stages 0-2 broadcast their flat buffer in one collective.
+  if (options.stage == 3) ZT_RETURN_IF_ERROR(e->BroadcastInitialState(named));
+  ZT_RETURN_IF_ERROR(e->CreateParams(named, segment_starts));
+  if (options.stage < 3) ZT_RETURN_IF_ERROR(e->BroadcastInitialState(named));
   partition::ReducerOptions ro;
-  ro.stage = options.stage;
+  ro.stage = std::min(options.stage, 2);  // stage 3 reduces gradients as stage 2 does
   ro.overlap_comm = options.overlap_comm;
   ro.reduce_scatter = options.reduce_scatter;
-  ZT_ASSIGN_OR_RETURN(e->reducer_, partition::GradientReducer::Create(group, e->flat_.get(), ro));
+  ZT_ASSIGN_OR_RETURN(e->reducer_,
+                      partition::GradientReducer::Create(group, &e->flat_params(), ro));
   ZT_RETURN_IF_ERROR(e->InitMaster());
   if (options.optimizer_factory) {
     e->optimizer_ = options.optimizer_factory();
@@ -148,12 +189,48 @@ absl::Status Engine::CheckRanksAgree(const std::vector<ParamSignature>& params,
       ". Every rank must build the same model with the same engine options."));
 }
 
-absl::Status Engine::BroadcastInitialState() {
+absl::Status Engine::BroadcastInitialState(const partition::NamedTensors& params) {
   // As DDP and deepspeed.initialize do: however each rank initialised its module, training starts
   // from rank 0's parameters and buffers, so no seed discipline is needed for correctness.
-  ZT_RETURN_IF_ERROR(group_->Broadcast(flat_->flat(), 0));
-  for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
-    if (t.numel() > 0 && t.is_contiguous()) ZT_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+  try {
+    c10::NoGradGuard no_grad;
+    if (flat_) ZT_RETURN_IF_ERROR(group_->Broadcast(flat_->flat(), 0));
+    for (const auto& [name, p] : params) {
+      if (flat_) break;
+      // Partitioned at construction: ShardedInit broadcast rank 0's values then.
+      if (options_.sharded_init != nullptr && options_.sharded_init->PartOf(p) != nullptr) continue;
+      at::Tensor t = p.detach();
+      if (t.is_contiguous()) {
+        ZT_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+      } else {
+        at::Tensor c = t.contiguous();
+        ZT_RETURN_IF_ERROR(group_->Broadcast(c, 0));
+        t.copy_(c);
+      }
+    }
+    for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
+      if (t.numel() > 0 && t.is_contiguous()) ZT_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("Engine::Create: broadcasting rank 0's parameters: ",
+                                            e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::CreateParams(const partition::NamedTensors& named,
+                                  const std::vector<int>& segment_starts) {
+  if (options_.stage == 3) {
+    ZT_ASSIGN_OR_RETURN(sharded_, partition::ShardedParams::Create(
+                                      named, segment_starts, group_, Stage3BucketNumel(options_),
+                                      options_.stage3, options_.sharded_init));
+  } else {
+    ZT_ASSIGN_OR_RETURN(auto flat, partition::FlatParams::Create(named, group_->world_size(),
+                                                                 options_.reduce_bucket_size));
+    flat_ = std::make_unique<partition::FlatParams>(std::move(flat));
+  }
+  for (int i = 0; i < static_cast<int>(named.size()); ++i) {
+    param_index_[named[i].second.unsafeGetTensorImpl()] = i;
   }
   return absl::OkStatus();
 }
@@ -161,6 +238,12 @@ absl::Status Engine::BroadcastInitialState() {
 absl::Status Engine::InitMaster() {
   try {
     c10::NoGradGuard no_grad;
+    if (sharded_) {
+      const at::Tensor& shard = sharded_->shard();
+      master_aliases_params_ = shard.scalar_type() == at::kFloat;
+      master_ = master_aliases_params_ ? shard : shard.to(at::kFloat);
+      return absl::OkStatus();
+    }
     const at::Tensor& flat = flat_->flat();
     if (options_.stage == 0) {
       master_aliases_params_ = flat.scalar_type() == at::kFloat;
@@ -200,15 +283,27 @@ absl::Status Engine::Backward(const at::Tensor& loss) {
         absl::StrCat(where, "Backward called twice; call Step() after every Backward()"));
   }
   reducer_->BeginBackward(at_accumulation_boundary());
+  // Stage 3: backward gathers parameters again as autograd reads them; the iteration of the use
+  // order ends with it.
+  if (sharded_) sharded_->OpenWindow();
   try {
     const double scale = loss_scale() / static_cast<double>(batch_.gradient_accumulation_steps);
     loss.to(at::kFloat).mul(scale).backward();
   } catch (const c10::Error& e) {
     (void)reducer_->FinishBackward(true);
+    if (sharded_) {
+      (void)sharded_->EndIteration();
+      sharded_->CloseWindow();
+    }
     return absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
   }
   const double autograd_end = Now();
   absl::Status s = reducer_->FinishBackward(options_.ignore_unused_parameters);
+  if (sharded_) {
+    absl::Status released = sharded_->EndIteration();
+    sharded_->CloseWindow();
+    if (s.ok() && !released.ok()) s = absl::Status(released.code(), absl::StrCat(where, released.message()));
+  }
   times_.backward += autograd_end - start;
   times_.backward_comm += Now() - autograd_end;
   last_call_end_ = Now();
@@ -219,7 +314,14 @@ absl::Status Engine::Backward(const at::Tensor& loss) {
 
 ModelStateBytes Engine::model_state_bytes() const {
   ModelStateBytes b;
-  b.params = flat_->flat().numel() * static_cast<int64_t>(flat_->flat().element_size());
+  if (sharded_) {
+    // The shard, and the persistent parameters every rank holds whole; gathered copies come and
+    // go within a step (gather_stats()).
+    const int64_t elem = sharded_->shard().element_size();
+    b.params = (sharded_->shard().numel() + sharded_->stats().persistent_numel) * elem;
+  } else {
+    b.params = flat_->flat().numel() * static_cast<int64_t>(flat_->flat().element_size());
+  }
   b.grads = reducer_->grad_bytes();
   b.master = master_aliases_params_ ? 0 : master_.numel() * 4;
   b.optimizer_states = optimizer_->state_bytes();
@@ -231,7 +333,7 @@ ModelStateBytes Engine::model_state_bytes() const {
 
 double Engine::formula_bytes() const {
   return ZeroFormulaBytes(options_.stage, options_.precision != Precision::kFloat32,
-                          flat_->layout().padded_numel(), group_->world_size());
+                          flat_params().layout().padded_numel(), group_->world_size());
 }
 
 }  // namespace zerotrain::trainer

@@ -1,10 +1,14 @@
-// Engine: the ZeRO training engine, stages 0-2 (zerotrain's deepspeed.initialize). The caller
-// runs forward with its own code, then per micro-batch:
+// Engine: the ZeRO training engine, stages 0-3 (zerotrain's deepspeed.initialize). The caller
+// runs forward with its own code inside a forward scope, then per micro-batch:
+//   at::Tensor loss;
+//   { auto forward = engine->BeginForward(); loss = compute_loss(model->forward(x)); }
 //   ZT_RETURN_IF_ERROR(engine->Backward(loss));  // scales by 1/GAS (x loss scale), reduces
 //   ZT_RETURN_IF_ERROR(engine->Step());          // steps only at the accumulation boundary
-// The engine moves the module's trainable parameters into a flat buffer (partition/FlatParams),
-// reduces gradients in buckets (partition/GradientReducer), steps fp32 master weights with a
-// ShardOptimizer and all-gathers updated parameters at stages 1 and 2. See docs/ENGINE.md.
+// Stages 0-2 move the module's trainable parameters into a flat buffer (partition/FlatParams);
+// stage 3 shards them and gathers each submodule's on use (partition/ShardedParams), which is
+// what the forward scope is for (at stages 0-2 it does nothing). Gradients are reduced in buckets
+// (partition/GradientReducer), fp32 master weights are stepped by a ShardOptimizer, and updated
+// parameters are all-gathered at stages 1 and 2. See docs/ENGINE.md.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,12 +17,15 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
 #include "optim/loss_scaler.h"
 #include "partition/flat_params.h"
 #include "partition/gradient_reducer.h"
+#include "partition/sharded_params.h"
 #include "trainer/engine_options.h"
 #include "trainer/model_state.h"
 #include "trainer/shard_optimizer.h"
@@ -39,7 +46,7 @@ struct StepTimes {
   double backward = 0;       // autograd, including reductions started by its hooks
   double backward_comm = 0;  // reductions finished (or started and finished) after autograd
   double step = 0;           // overflow check, clipping norm, optimizer
-  double allgather = 0;      // stage 1/2 parameter all-gather
+  double allgather = 0;      // stage 1/2 parameter all-gather; stage 3 persistent ones
 };
 
 class Engine {
@@ -52,8 +59,54 @@ class Engine {
                                                         comm::ProcessGroup* group);
   ~Engine();
 
+  // Stage 3 lets parameters be read (gathered on use) only while a forward scope is open, or in
+  // Backward, or inside GatheredParameters; elsewhere their shape is [0]. A failed gather inside
+  // forward surfaces as a c10::Error from the operator that needed it.
+  class ForwardScope {
+   public:
+    ForwardScope(ForwardScope&& other) noexcept : params_(other.params_) { other.params_ = nullptr; }
+    ForwardScope& operator=(ForwardScope&&) = delete;
+    ~ForwardScope();
+
+   private:
+    friend class Engine;
+    explicit ForwardScope(partition::ShardedParams* params) : params_(params) {}
+    partition::ShardedParams* params_;
+  };
+  ForwardScope BeginForward();
+
   absl::Status Backward(const at::Tensor& loss);
   absl::Status Step();
+
+  // deepspeed.zero.GatheredParameters: while open, the chosen parameters hold their full values
+  // on every rank (stage 3 gathers them; stages 0-2 hold them anyway). With a modifier rank, Close
+  // makes that rank's values everyone's: it broadcasts them and writes them into the shards and
+  // fp32 master weights. Open and Close are collective.
+  class GatheredParameters {
+   public:
+    ~GatheredParameters();  // closes if still open; an error is printed, so call Close()
+    absl::Status Close();
+
+   private:
+    friend class Engine;
+    GatheredParameters(Engine* engine, std::vector<int> params, int modifier_rank)
+        : engine_(engine), params_(std::move(params)), modifier_rank_(modifier_rank) {}
+    Engine* engine_;
+    std::vector<int> params_;
+    int modifier_rank_;
+    bool open_ = true;
+  };
+  // `params` are the module's trainable parameters (as the module holds them); modifier_rank -1
+  // means read only.
+  absl::StatusOr<std::unique_ptr<GatheredParameters>> GatherParameters(
+      const std::vector<at::Tensor>& params, int modifier_rank = -1);
+  // The shape the parameter has when gathered (stage 3 shows [0] outside a scope).
+  std::vector<int64_t> FullShape(const at::Tensor& param) const;
+  // Stage 3's gathering statistics (all zero below stage 3).
+  partition::GatherStats gather_stats() const;
+  void ResetGatherPeak() {
+    if (sharded_) sharded_->ResetPeak();
+  }
 
   bool at_accumulation_boundary() const;  // the next Step() will step the optimizer
   int64_t micro_steps() const { return micro_steps_; }
@@ -65,7 +118,8 @@ class Engine {
   const StepTimes& last_step_times() const { return last_times_; }
   ModelStateBytes model_state_bytes() const;
   double formula_bytes() const;  // ZeroFormulaBytes for this configuration
-  const partition::FlatParams& flat_params() const { return *flat_; }
+  // The layout and parameter list; at stage 3 without a flat buffer (flat() is undefined).
+  const partition::FlatParams& flat_params() const { return sharded_ ? sharded_->flat_params() : *flat_; }
   const at::Tensor& master() const { return master_; }
   void set_lr(double lr) {
     lr_ = lr;
@@ -90,7 +144,14 @@ class Engine {
   // rank; returns `local`'s error, or one naming what differs across ranks.
   absl::Status CheckRanksAgree(const std::vector<ParamSignature>& params,
                                const absl::Status& local);
-  absl::Status BroadcastInitialState();
+  absl::Status BroadcastInitialState(const partition::NamedTensors& params);
+  absl::Status CreateParams(const partition::NamedTensors& named, const std::vector<int>& starts);
+  // After a write into the fp32 master or the shard: makes parameters (and stage 3's gathered
+  // copies) follow. Collective at stages 1-3.
+  absl::Status ParamsFromMaster();
+  // Parameter i's full values (flattened, fp32) into this rank's part of the master.
+  void MasterFromValues(int i, const at::Tensor& values);
+  absl::Status CloseGathered(const std::vector<int>& params, int modifier_rank);
   absl::Status InitMaster();
   absl::StatusOr<bool> AgreeOverflow(const std::vector<partition::GradSegment>& grads);
   absl::StatusOr<double> GradScale(const std::vector<partition::GradSegment>& grads);
@@ -100,15 +161,25 @@ class Engine {
   // Every rank learns whether every rank's `local` is OK; returns local's error or one naming the
   // ranks that failed (engine_checkpoint.cc).
   absl::Status AgreeAllOk(const absl::Status& local, const std::string& where);
-  // The flat ranges [flat_begin, +numel) of real elements this rank's master holds, and where.
-  std::vector<std::pair<int64_t, int64_t>> MasterRanges(std::vector<int64_t>* master_offsets) const;
+  // The runs of real elements this rank's master holds: which parameter, where in it, how many,
+  // and where in the master (stage 0: all of them, at their flat offsets).
+  struct MasterRun {
+    int param;
+    int64_t param_offset;
+    int64_t numel;
+    int64_t master_offset;
+  };
+  std::vector<MasterRun> MasterRuns() const;
+  std::vector<int64_t> ParamShape(int i) const;
   absl::Status CheckModelMatches(const checkpoint::CheckpointReader& reader) const;
 
   EngineOptions options_;
   BatchSizes batch_;
   comm::ProcessGroup* group_ = nullptr;
   torch::nn::Module* module_ = nullptr;
-  std::unique_ptr<partition::FlatParams> flat_;
+  std::unique_ptr<partition::FlatParams> flat_;            // stages 0-2
+  std::unique_ptr<partition::ShardedParams> sharded_;     // stage 3
+  std::unordered_map<const void*, int> param_index_;      // TensorImpl -> parameter
   std::unique_ptr<partition::GradientReducer> reducer_;
   std::unique_ptr<ShardOptimizer> optimizer_;
   std::unique_ptr<optim::LossScaler> scaler_;

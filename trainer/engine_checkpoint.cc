@@ -1,7 +1,7 @@
 // Engine::SaveCheckpoint and Engine::LoadCheckpoint: every rank writes its slice of the fp32
 // master weights and optimizer states (checkpoint/shard_file.h) plus its RNG state; rank 0 then
 // writes the manifest and `latest`. Loading re-slices through the saved layout, so any world
-// size and stage 0-2 can load any checkpoint of the same model (docs/CHECKPOINT.md).
+// size and stage 0-3 can load any checkpoint of the same model (docs/CHECKPOINT.md).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
@@ -38,12 +38,17 @@ std::string ShapeText(const checkpoint::ParameterEntry& p) {
   return absl::StrCat("'", p.name(), "' [", absl::StrJoin(p.shape(), ", "), "] ", p.dtype());
 }
 
-checkpoint::ParameterEntry EntryOf(const std::string& name, const at::Tensor& t) {
+checkpoint::ParameterEntry EntryOf(const std::string& name, const std::vector<int64_t>& shape,
+                                   at::ScalarType dtype) {
   checkpoint::ParameterEntry p;
   p.set_name(name);
-  for (int64_t d : t.sizes()) p.add_shape(d);
-  p.set_dtype(c10::toString(t.scalar_type()));
-  p.set_numel(t.numel());
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    p.add_shape(d);
+    numel *= d;
+  }
+  p.set_dtype(c10::toString(dtype));
+  p.set_numel(numel);
   return p;
 }
 
@@ -65,25 +70,21 @@ absl::Status Engine::AgreeAllOk(const absl::Status& local, const std::string& wh
                                          " failed (see their errors)"));
 }
 
-std::vector<std::pair<int64_t, int64_t>> Engine::MasterRanges(
-    std::vector<int64_t>* master_offsets) const {
-  const partition::ShardLayout& layout = flat_->layout();
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  master_offsets->clear();
-  if (options_.stage == 0) {
-    ranges.emplace_back(0, layout.numel());
-    master_offsets->push_back(0);
-    return ranges;
+std::vector<Engine::MasterRun> Engine::MasterRuns() const {
+  const partition::ShardLayout& layout = flat_params().layout();
+  std::vector<MasterRun> runs;
+  for (int i = 0; i < layout.num_params(); ++i) {
+    if (options_.stage == 0) {
+      runs.push_back({i, 0, layout.param_numel(i), layout.param_offset(i)});
+      continue;
+    }
+    for (const partition::ParamPiece& piece : layout.PiecesOf(i)) {
+      if (piece.rank == group_->rank()) {
+        runs.push_back({i, piece.param_offset, piece.numel, piece.shard_offset});
+      }
+    }
   }
-  for (int k = 0; k < static_cast<int>(layout.buckets().size()); ++k) {
-    const partition::LayoutBucket& b = layout.buckets()[k];
-    const int64_t begin = layout.OwnedBegin(k, group_->rank());
-    const int64_t n = std::min(begin + b.slice, layout.numel()) - begin;
-    if (n <= 0) continue;  // padding only
-    ranges.emplace_back(begin, n);
-    master_offsets->push_back(b.shard_offset);
-  }
-  return ranges;
+  return runs;
 }
 
 absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& tag_in,
@@ -171,10 +172,12 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     m.set_stage(options_.stage);
     m.set_precision(PrecisionName(options_.precision));
     std::vector<ParamSignature> signature;
-    for (const auto& [name, p] : flat_->params()) {
-      *m.add_params() = EntryOf(name, p);
-      signature.push_back({name, p.sizes().vec(), c10::toString(p.scalar_type())});
+    const partition::FlatParams& fp = flat_params();
+    for (int i = 0; i < fp.num_params(); ++i) {
+      *m.add_params() = EntryOf(fp.name(i), ParamShape(i), fp.dtype());
+      signature.push_back({fp.name(i), ParamShape(i), c10::toString(fp.dtype())});
     }
+    for (int start : fp.layout().segment_starts()) m.add_segment_starts(start);
     const Fingerprint f = MakeFingerprint(options_, batch_, signature);
     if (!f.parts.empty()) m.set_options_fingerprint(f.parts[0].second);
     m.set_config_text(absl::StrCat("stage: ", options_.stage, "\nprecision: ",
@@ -183,7 +186,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
                                    batch_.train_batch_size, "\ngradient_accumulation_steps: ",
                                    batch_.gradient_accumulation_steps, "\n"));
     m.set_layout_world_size(options_.stage == 0 ? 1 : world);
-    m.set_bucket_numel(options_.reduce_bucket_size);
+    m.set_bucket_numel(flat_params().layout().bucket_numel());
     const int64_t* v = all.data_ptr<int64_t>();
     for (int r = 0; r < world; ++r) {
       checkpoint::ShardFileEntry* e = m.add_files();
@@ -223,9 +226,10 @@ absl::Status Engine::CheckModelMatches(const checkpoint::CheckpointReader& reade
   // dtypes are compared only when the precision is the same: the master is fp32 either way, so
   // an fp32 checkpoint may resume in bf16 and vice versa.
   const bool same_precision = m.precision() == PrecisionName(options_.precision);
-  const int n = std::min(flat_->num_params(), m.params_size());
+  const partition::FlatParams& fp = flat_params();
+  const int n = std::min(fp.num_params(), m.params_size());
   for (int i = 0; i < n; ++i) {
-    const checkpoint::ParameterEntry mine = EntryOf(flat_->name(i), flat_->params()[i].second);
+    const checkpoint::ParameterEntry mine = EntryOf(fp.name(i), ParamShape(i), fp.dtype());
     const checkpoint::ParameterEntry& saved = m.params(i);
     const bool shape_same = std::equal(mine.shape().begin(), mine.shape().end(),
                                        saved.shape().begin(), saved.shape().end());
@@ -236,10 +240,10 @@ absl::Status Engine::CheckModelMatches(const checkpoint::CheckpointReader& reade
           " in the checkpoint and ", ShapeText(mine), " in the model"));
     }
   }
-  if (flat_->num_params() != m.params_size()) {
+  if (fp.num_params() != m.params_size()) {
     return absl::FailedPreconditionError(absl::StrCat(
         what, "the checkpoint has ", m.params_size(), " parameters, the model ",
-        flat_->num_params(), " (the first ", n, " agree)"));
+        fp.num_params(), " (the first ", n, " agree)"));
   }
   return absl::OkStatus();
 }
@@ -266,21 +270,16 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
           "] (", m.optimizer(), "), this engine's ", optimizer_->name(), " has [",
           absl::StrJoin(have, ", "), "]"));
     }
-    std::vector<int64_t> offsets;
-    const auto ranges = MasterRanges(&offsets);
+    const std::vector<MasterRun> runs = MasterRuns();
     std::vector<std::string> arrays = {checkpoint::kMasterArray};
     arrays.insert(arrays.end(), have.begin(), have.end());
     for (const std::string& a : arrays) {
-      // Every real element is read below; only the padding past the last one needs zeros.
-      at::Tensor t = at::empty({master_.numel()}, at::kFloat);
-      int64_t covered = 0;
-      for (size_t i = 0; i < ranges.size(); ++i) {
-        covered = std::max(covered, offsets[i] + ranges[i].second);
-      }
-      t.narrow(0, covered, master_.numel() - covered).zero_();
-      for (size_t i = 0; i < ranges.size(); ++i) {
-        ZT_RETURN_IF_ERROR(reader->ReadFlat(a, ranges[i].first, ranges[i].second,
-                                            t.data_ptr<float>() + offsets[i]));
+      // Padding stays zero; every real element is read, through the saved layout's offset of
+      // the same parameter, so layouts with different buckets, segments or ranks all map.
+      at::Tensor t = at::zeros({master_.numel()}, at::kFloat);
+      for (const MasterRun& run : runs) {
+        ZT_RETURN_IF_ERROR(reader->ReadFlat(a, reader->param_offset(run.param) + run.param_offset,
+                                            run.numel, t.data_ptr<float>() + run.master_offset));
       }
       loaded.push_back(t);
     }
@@ -305,14 +304,16 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     }
     if (!master_aliases_params_) {
       // The same fp32 -> bf16/fp16 rounding the optimizer kernels use for their params_out.
-      const at::Tensor& flat = flat_->flat();
-      auto* out = static_cast<char*>(flat.data_ptr());
-      const optim::DType dt = OptimDtypeOf(flat.scalar_type());
-      std::vector<int64_t> offsets;
-      const auto ranges = MasterRanges(&offsets);
-      for (size_t i = 0; i < ranges.size(); ++i) {
-        optim::ConvertFromFloat(master_.data_ptr<float>() + offsets[i],
-                                out + ranges[i].first * flat.element_size(), dt, ranges[i].second);
+      const at::Tensor& out = sharded_ ? sharded_->shard() : flat_->flat();
+      auto* bytes = static_cast<char*>(out.data_ptr());
+      const optim::DType dt = OptimDtypeOf(out.scalar_type());
+      const partition::ShardLayout& layout = flat_params().layout();
+      for (const MasterRun& run : MasterRuns()) {
+        // Stage 3 writes its shard (laid out as the master); the others their flat buffer.
+        const int64_t at = sharded_ ? run.master_offset
+                                    : layout.param_offset(run.param) + run.param_offset;
+        optim::ConvertFromFloat(master_.data_ptr<float>() + run.master_offset,
+                                bytes + at * out.element_size(), dt, run.numel);
       }
     }
     if (!rng.empty()) {
@@ -330,13 +331,21 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     local = scaler_->Restore({s.scale(), s.iteration(), s.last_overflow_iteration(),
                               s.hysteresis_left()});
   }
-  micro_steps_ = m.micro_steps();
   optimizer_steps_ = m.optimizer_steps();
   skipped_steps_ = m.skipped_steps();
+  // Saves happen only at accumulation boundaries; on another world size the accumulation steps
+  // may differ, so count the boundaries passed in this run's units, not the saved micro steps.
+  micro_steps_ = (optimizer_steps_ + skipped_steps_) * batch_.gradient_accumulation_steps;
   set_lr(m.lr());
   backward_pending_ = false;
   reducer_->Zero();
-  if (local.ok() && options_.stage > 0) local = GatherParams();
+  // The gather is a collective: every rank runs it, or none does.
+  ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
+  if (sharded_) {
+    local = sharded_->Refresh();
+  } else if (options_.stage > 0) {
+    local = GatherParams();
+  }
   ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
   return std::map<std::string, std::string>(m.client_state().begin(), m.client_state().end());
 }

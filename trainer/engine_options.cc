@@ -63,7 +63,7 @@ uint64_t Fnv1a(const std::string& s) {
 
 Fingerprint MakeFingerprint(const EngineOptions& o, const BatchSizes& batch,
                             const std::vector<ParamSignature>& params) {
-  const std::string options = absl::StrCat(
+  std::string options = absl::StrCat(
       "stage=", o.stage, " batch=", batch.train_batch_size, "/", batch.micro_batch_size, "/",
       batch.gradient_accumulation_steps, " precision=", PrecisionName(o.precision),
       " clip=", o.gradient_clipping, " overlap=", o.overlap_comm, " rs=", o.reduce_scatter,
@@ -71,6 +71,13 @@ Fingerprint MakeFingerprint(const EngineOptions& o, const BatchSizes& batch,
       " unused=", o.ignore_unused_parameters, " opt=", static_cast<int>(o.optimizer),
       " custom_opt=", static_cast<bool>(o.optimizer_factory), " lr=", o.adam.lr, "/", o.sgd.lr,
       " scale=", o.fp16.loss_scale, "/", o.fp16.initial_scale_power);
+  if (o.stage == 3) {
+    // Persistence decides the layout, so it must agree; the other stage-3 knobs only steer
+    // when gathers happen, which must also match across ranks for the collectives to pair up.
+    absl::StrAppend(&options, " s3=", o.stage3.prefetch_numel, "/", o.stage3.max_live_numel, "/",
+                    o.stage3.max_reuse_distance, "/", o.stage3.persistence_threshold, "/",
+                    o.stage3.model_persistence_threshold, " init=", o.sharded_init != nullptr);
+  }
   std::string names, shapes, dtypes;
   for (const ParamSignature& p : params) {
     absl::StrAppend(&names, p.name, ";");

@@ -14,7 +14,12 @@
 #include "optim/adam.h"
 #include "optim/loss_scaler.h"
 #include "optim/sgd.h"
+#include "partition/stage3_options.h"
 #include "trainer/shard_optimizer.h"
+
+namespace zerotrain::partition {
+class ShardedInit;
+}
 
 namespace zerotrain::trainer {
 
@@ -24,7 +29,7 @@ const char* PrecisionName(Precision p);
 enum class OptimizerKind { kAdam, kSgd };  // kAdam covers AdamW through adam.adamw
 
 struct EngineOptions {
-  int stage = 0;  // ZeRO stage 0, 1 or 2
+  int stage = 0;  // ZeRO stage 0, 1, 2 or 3
   // The batch triple: 0 means "derive it"; train = micro x accumulation x world size.
   int64_t train_batch_size = 0;
   int64_t train_micro_batch_size_per_gpu = 0;
@@ -39,6 +44,9 @@ struct EngineOptions {
   int64_t reduce_bucket_size = 500000000;     // elements, as in DeepSpeed
   int64_t allgather_bucket_size = 500000000;  // elements in flight during the parameter all-gather
   bool ignore_unused_parameters = false;
+  partition::Stage3Options stage3;  // stage 3 only
+  // Stage 3: the module was partitioned while it was built (docs/STAGE3.md); must outlive Create.
+  partition::ShardedInit* sharded_init = nullptr;
 
   OptimizerKind optimizer = OptimizerKind::kAdam;
   optim::AdamOptions adam = [] {
@@ -51,6 +59,12 @@ struct EngineOptions {
   // Extension point: when set, the engine steps this optimizer instead of the built-in one.
   std::function<std::unique_ptr<ShardOptimizer>()> optimizer_factory;
 };
+
+// The bucket size stage 3's layout uses, which a ShardedInit must be given.
+inline int64_t Stage3BucketNumel(const EngineOptions& o) {
+  return o.reduce_bucket_size < o.allgather_bucket_size ? o.reduce_bucket_size
+                                                        : o.allgather_bucket_size;
+}
 
 struct BatchSizes {
   int64_t train_batch_size = 0;

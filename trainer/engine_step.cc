@@ -1,5 +1,6 @@
 // Engine::Step: the accumulation boundary's overflow agreement, global-norm clipping, the
-// optimizer step on this rank's fp32 shard and, at stages 1 and 2, the parameter all-gather.
+// optimizer step on this rank's fp32 shard and, at stages 1 and 2, the parameter all-gather
+// (stage 3 gathers on use, and only its persistent parameters here).
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
@@ -94,8 +95,9 @@ absl::Status Engine::StepAtBoundary(double start) {
     return scaler_->Update(true);
   }
   ZT_ASSIGN_OR_RETURN(double grad_scale, GradScale(grads));
-  const at::Tensor& flat = flat_->flat();
-  auto* flat_bytes = static_cast<char*>(flat.data_ptr());
+  // The low-precision copy the optimizer writes: the flat buffer, or stage 3's shard.
+  const at::Tensor& out = sharded_ ? sharded_->shard() : flat_->flat();
+  auto* out_bytes = static_cast<char*>(out.data_ptr());
   std::vector<ShardSegment> segments;
   for (const auto& g : grads) {
     ShardSegment s;
@@ -104,8 +106,9 @@ absl::Status Engine::StepAtBoundary(double start) {
     s.grads = g.grads.data_ptr();
     s.grad_dtype = OptimDtype(g.grads.scalar_type());
     if (!master_aliases_params_) {
-      s.params_out = flat_bytes + g.flat_begin * flat.element_size();
-      s.params_out_dtype = OptimDtype(flat.scalar_type());
+      const int64_t at = sharded_ ? g.shard_offset : g.flat_begin;
+      s.params_out = out_bytes + at * out.element_size();
+      s.params_out_dtype = OptimDtype(out.scalar_type());
     }
     segments.push_back(s);
   }
@@ -115,7 +118,10 @@ absl::Status Engine::StepAtBoundary(double start) {
   if (scaler_) ZT_RETURN_IF_ERROR(scaler_->Update(false));
   const double stepped = Now();
   times_.step += stepped - start;
-  if (options_.stage > 0) {
+  if (sharded_) {
+    ZT_RETURN_IF_ERROR(sharded_->Refresh());  // gathered copies are stale; persistent ones again
+    times_.allgather += Now() - stepped;
+  } else if (options_.stage > 0) {
     ZT_RETURN_IF_ERROR(GatherParams());
     times_.allgather += Now() - stepped;
   }

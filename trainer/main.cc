@@ -3,6 +3,8 @@
 // --nproc_per_node ranks of itself (default 2). As a rank (started by the launcher, torchrun,
 // mpirun or srun) it joins the group and trains (training_run.h). Exit codes: 0 done, 1 a rank
 // failed (its error is printed), 2 bad input, 3 stopped by SIGINT/SIGTERM.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,7 +12,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint_reader.h"
 #include "comm/comm.h"
 #include "comm/launcher.h"
 #include "tools/status_macros.h"
@@ -19,12 +20,14 @@
 #include "trainer/config_loader.h"
 #include "trainer/config_validate.h"
 #include "trainer/main_flags.h"
+#include "trainer/run_checks.h"
 #include "trainer/training_run.h"
 
 namespace zerotrain::trainer {
 namespace {
 
 constexpr int kBadInput = 2;
+constexpr int kDefaultRanks = 2;
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "zerotrain: error: %s\n", message.c_str());
@@ -32,13 +35,17 @@ int Fail(int code, const std::string& message) {
 }
 
 // Set by torchrun and our launcher, mpirun (Open MPI) or srun (Slurm): this process is a rank.
-bool InJob() {
+// An explicit --nproc_per_node makes it a launcher even there (e.g. inside `srun --pty bash`).
+bool InJob(const MainFlags& flags) {
+  if (flags.nproc_per_node > 0 && !comm::LaunchedByLauncher()) return false;
   return std::getenv("RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
          std::getenv("SLURM_PROCID") != nullptr;
 }
 
 absl::StatusOr<int> WorldSize(const MainFlags& flags) {
-  if (!InJob()) return flags.nnodes * (flags.nproc_per_node > 0 ? flags.nproc_per_node : 2);
+  if (!InJob(flags)) {
+    return flags.nnodes * (flags.nproc_per_node > 0 ? flags.nproc_per_node : kDefaultRanks);
+  }
   ZT_ASSIGN_OR_RETURN(const comm::RendezvousInfo info, comm::RendezvousFromEnv());
   return info.world_size;
 }
@@ -60,7 +67,7 @@ absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const Trainer
   }
   in.gpus_per_node = flags.gpus_per_node > 0     ? flags.gpus_per_node
                      : flags.nproc_per_node > 0 ? flags.nproc_per_node
-                                                : 2;
+                                                : kDefaultRanks;
   in.nodes = flags.nnodes;
   in.device_memory_gib = flags.device_memory_gib;
   in.host_memory_gib = flags.host_memory_gib;
@@ -90,6 +97,11 @@ int RunRank(const MainFlags& flags, const TrainerConfig& config) {
 }
 
 int Main(int argc, char** argv) {
+  // `bazel run` starts binaries in their runfiles tree; relative paths in flags and configs
+  // mean the user's directory, as they would for the binary run directly.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
+    if (chdir(dir) != 0) return Fail(kBadInput, absl::StrCat("cannot enter ", dir));
+  }
   auto flags = ParseMainFlags(argc, argv);
   if (!flags.ok()) return Fail(kBadInput, std::string(flags.status().message()));
   if (flags->help) {
@@ -122,19 +134,12 @@ int Main(int argc, char** argv) {
     std::printf("%s%s", report->c_str(), !report->empty() && report->back() == '\n' ? "" : "\n");
     return 0;
   }
-  if (InJob()) return RunRank(*flags, *config);
-  if (absl::Status s = CheckOutputDirWritable(config->run.output_dir, "run.output_dir"); !s.ok()) {
+  if (InJob(*flags)) return RunRank(*flags, *config);
+  if (absl::Status s = CheckRunInputs(*config, *world); !s.ok()) {
     return Fail(kBadInput, std::string(s.message()));
   }
-  if (!config->run.resume_from.empty()) {
-    // Opening checks the manifest and that every shard file is there with its recorded size.
-    if (auto reader = checkpoint::CheckpointReader::Open(config->run.resume_from); !reader.ok()) {
-      return Fail(kBadInput, absl::StrCat("run.resume_from = \"", config->run.resume_from,
-                                          "\": ", reader.status().message()));
-    }
-  }
   comm::LaunchOptions launch;
-  launch.nproc_per_node = flags->nproc_per_node > 0 ? flags->nproc_per_node : 2;
+  launch.nproc_per_node = flags->nproc_per_node > 0 ? flags->nproc_per_node : kDefaultRanks;
   launch.nnodes = flags->nnodes;
   launch.node_rank = flags->node_rank;
   launch.master_addr = flags->master_addr;

@@ -36,6 +36,9 @@ using Setter = std::function<bool(const std::string&)>;
 Setter Int(int* out) {
   return [out](const std::string& v) { return absl::SimpleAtoi(v, out); };
 }
+Setter PositiveInt(int* out) {
+  return [out](const std::string& v) { return absl::SimpleAtoi(v, out) && *out > 0; };
+}
 Setter Double(double* out) {
   return [out](const std::string& v) { return absl::SimpleAtod(v, out); };
 }
@@ -63,8 +66,8 @@ absl::StatusOr<MainFlags> ParseMainFlags(int argc, const char* const* argv) {
       {"print_config", Bool(&f.print_config)},
       {"estimate_memory", Bool(&f.estimate_memory)},
       {"help", Bool(&f.help)},
-      {"nproc_per_node", Int(&f.nproc_per_node)},
-      {"nnodes", Int(&f.nnodes)},
+      {"nproc_per_node", PositiveInt(&f.nproc_per_node)},
+      {"nnodes", PositiveInt(&f.nnodes)},
       {"node_rank", Int(&f.node_rank)},
       {"master_addr", String(&f.master_addr)},
       {"master_port", Int(&f.master_port)},

@@ -167,17 +167,22 @@ std::vector<float> FinalMaster(const std::string& dir) {
   auto reader = zerotrain::checkpoint::CheckpointReader::Open(dir);
   EXPECT_TRUE(reader.ok()) << reader.status();
   if (!reader.ok()) return {};
-  std::vector<float> master((*reader)->numel());
-  const absl::Status s = (*reader)->ReadFlat(zerotrain::checkpoint::kMasterArray, 0,
-                                             (*reader)->numel(), master.data());
-  EXPECT_TRUE(s.ok()) << s;
+  // Parameter by parameter: stage 3 checkpoints have padding between submodules.
+  std::vector<float> master;
+  for (int i = 0; i < (*reader)->num_params(); ++i) {
+    auto values = (*reader)->ReadParam(i);
+    EXPECT_TRUE(values.ok()) << values.status();
+    if (!values.ok()) return {};
+    master.insert(master.end(), values->begin(), values->end());
+  }
   return master;
 }
 
-// 12 steps straight, and 6 steps + a checkpoint + a new job (on 3 ranks instead of 2, so the
-// shards are re-sliced) resuming for 6 more, end with the same fp32 master weights: the sampler
-// position, lr schedule, optimizer state and step counters all came back. Equal within fp32
-// rounding, not bitwise: 3 ranks sum the gradient in another order.
+// 12 steps straight, and 6 steps + a checkpoint + a new job (on 3 ranks instead of 2, and at
+// ZeRO stage 3 instead of 2, so the shards are re-sliced and the GPT's parameters are gathered
+// on use) resuming for 6 more, end with the same fp32 master weights: the sampler position, lr
+// schedule, optimizer state and step counters all came back. Equal within fp32 rounding, not
+// bitwise: 3 ranks sum the gradient in another order.
 TEST(MainTest, ResumedRunContinuesWhereItStopped) {
   const std::string dir = Dir("resume");
   const std::map<std::string, std::string> fp32 = {
@@ -189,6 +194,10 @@ TEST(MainTest, ResumedRunContinuesWhereItStopped) {
     return m;
   };
   const std::string common = " seed: 1 eval_interval: 0 eval_iters: 1 sample_tokens: 0";
+  std::map<std::string, std::string> stage3 = fp32;
+  stage3["zero"] =
+      "zero_optimization { stage: 3 reduce_bucket_size: 20000 "
+      "stage3_param_persistence_threshold: 200 }";  // the LayerNorms (128) stay whole
   const Result straight = RunMain(
       {"--config=" + WriteConfig(dir, "", 0, with_run(fp32, "run { steps: 12 save_interval: 12 "
                                                               "output_dir: \"" + dir + "/a\"" +
@@ -204,9 +213,9 @@ TEST(MainTest, ResumedRunContinuesWhereItStopped) {
   const Result resumed = RunMain(
       {"--nproc_per_node=3",
        "--config=" + WriteConfig(dir, "", 0,
-                                 with_run(fp32, "run { steps: 12 save_interval: 12 output_dir: \"" +
-                                                    dir + "/b\" resume_from: \"" + dir +
-                                                    "/b/checkpoints\"" + common + " }"))},
+                                 with_run(stage3, "run { steps: 12 save_interval: 12 output_dir: \"" +
+                                                      dir + "/b\" resume_from: \"" + dir +
+                                                      "/b/checkpoints\"" + common + " }"))},
       dir);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("resumed from " + dir + "/b/checkpoints at step 6"),
@@ -239,6 +248,8 @@ struct BadCase {
 TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
   const std::string root = Dir("bad");
   std::ofstream(root + "/a_file") << "not a directory\n";
+  fs::create_directories(root + "/earlier/checkpoints");
+  std::ofstream(root + "/earlier/checkpoints/latest") << "global_step3\n";
   const std::vector<BadCase> cases = {
       {"malformed", {{"zero", "zero_optimization { stage: }"}}, {}, "run.pbtxt"},
       {"unknown_key", {{"typo", "steps_per_prnt: 3"}}, {}, "steps_per_prnt"},
@@ -261,6 +272,15 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
        {},
        "run.resume_from"},
       {"unknown_flag", {}, {"--stepz=3"}, "--stepz"},
+      {"zero_ranks", {}, {"--nproc_per_node=0"}, "--nproc_per_node"},
+      {"block_longer_than_data",
+       {{"model", "model { name: \"gpt\" n_layer: 1 n_head: 1 n_embd: 8 block_size: 1000000 }"}},
+       {},
+       "block_size"},
+      {"earlier_checkpoints",
+       {{"run", "run { steps: 3 save_interval: 1 output_dir: \"" + root + "/earlier\" }"}},
+       {},
+       "already holds an earlier run's checkpoints"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

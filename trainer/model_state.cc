@@ -14,6 +14,7 @@ std::string ModelStateBytes::ToString() const {
 double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world) {
   const double p = static_cast<double>(psi);
   const double n = static_cast<double>(world);
+  if (stage == 3) return 16 * p / n;  // everything sharded, in either precision
   if (mixed_precision) {
     switch (stage) {
       case 0: return 16 * p;

@@ -5,6 +5,8 @@
 //   fp32 (the parameters are the master weights at stage 0; stages 1 and 2 keep a separate fp32
 //   master shard, as DeepSpeed does):
 //     stage 0: 16 Psi        stage 1: 8 Psi + 12 Psi / N        stage 2: 4 Psi + 16 Psi / N
+//   stage 3, either precision: 16 Psi / N (fp32: the parameter shard is the master shard), plus
+//   the persistent parameters every rank keeps whole and the gathered ones alive during a step.
 #pragma once
 
 #include <cstdint>

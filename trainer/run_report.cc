@@ -146,8 +146,8 @@ absl::Status RunReport::Eval(int64_t step, double eval_loss) {
   return sink_->Write(step, row);
 }
 
-absl::Status RunReport::Saved(int64_t step, const std::string& dir, double seconds) {
-  last_checkpoint_ = absl::StrCat(dir, "/global_step", engine_.optimizer_steps());
+absl::Status RunReport::Saved(int64_t step, const std::string& tag_dir, double seconds) {
+  last_checkpoint_ = tag_dir;
   if (group_->rank() != 0) return absl::OkStatus();
   std::printf("checkpoint at step %lld: %s (%.2f s)\n", static_cast<long long>(step),
               last_checkpoint_.c_str(), seconds);
@@ -196,11 +196,14 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
   const double per_rank =
       steps > 1 ? samples * (steps - 1) / train_seconds_ / group_->world_size() : 0;
   std::printf(
-      "\nsummary: %lld steps in %.1f s | train loss %.4f -> %.4f | eval loss %.4f -> %.4f\n"
+      "\nsummary: %lld steps in %.1f s | train loss %.4f -> %.4f | %s\n"
       "         %.2f samples/s (%.0f tokens/s) per rank, mean over all steps but the first | "
       "peak RSS %.0f MiB (largest rank) | model states %.1f MiB per rank\n",
-      static_cast<long long>(steps), Now() - start_, first_loss_, last_loss_, first_eval_loss_,
-      last_eval_loss_, per_rank, per_rank * config_.model.block_size, peak_rss_ / kMiB,
+      static_cast<long long>(steps), Now() - start_, first_loss_, last_loss_,
+      first_eval_loss_ < 0 ? "no eval split (data.eval_fraction = 0)"
+                           : absl::StrFormat("eval loss %.4f -> %.4f", first_eval_loss_,
+                                             last_eval_loss_).c_str(),
+      per_rank, per_rank * config_.model.block_size, peak_rss_ / kMiB,
       engine_.model_state_bytes().total() / kMiB);
   if (!sink_->csv_path().empty()) std::printf("         csv: %s\n", sink_->csv_path().c_str());
   if (!sink_->tensorboard_path().empty()) {
@@ -228,7 +231,9 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
                 last_checkpoint_.substr(0, last_checkpoint_.rfind('/')).c_str(),
                 last_checkpoint_.substr(last_checkpoint_.rfind('/') + 1).c_str());
   }
-  if (config_.run.sample_tokens > 0) {
+  if (config_.run.sample_tokens > 0 && config_.data.source == DataSource::kTokens) {
+    std::printf("         sample: none (a token file's ids are not bytes to print)\n");
+  } else if (config_.run.sample_tokens > 0) {
     GenerateOptions g;
     g.max_new_tokens = config_.run.sample_tokens;
     g.seed = config_.run.seed;

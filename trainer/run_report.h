@@ -31,7 +31,8 @@ class RunReport {
   // After optimizer step `step` (1-based): `loss` is the mean over ranks, `seconds` its wall time.
   absl::Status Step(int64_t step, double loss, double seconds);
   absl::Status Eval(int64_t step, double eval_loss);
-  absl::Status Saved(int64_t step, const std::string& dir, double seconds);
+  // `tag_dir` is <checkpoint directory>/<tag>.
+  absl::Status Saved(int64_t step, const std::string& tag_dir, double seconds);
   absl::Status Resumed(const std::string& dir, int64_t step);
   // The summary, each rank's memory when asked, and a sample of generated text.
   absl::Status Finish(Gpt& model, bool memory_summary);

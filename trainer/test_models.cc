@@ -42,20 +42,92 @@ struct Block : TestNet {
   torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc1{nullptr}, fc2{nullptr}, head{nullptr};
 };
 
+struct Projection : torch::nn::Module {
+  explicit Projection(torch::Tensor w) { weight = register_parameter("weight", std::move(w)); }
+  torch::Tensor weight;
+};
+
+// A matrix two submodules share (input and output projections tied, as embeddings often are)
+// and a submodule called twice in one forward: 8 -> 12 -> mid -> mid -> 8, 261 parameters.
+struct Tied : TestNet {
+  Tied() {
+    in = register_module("in", std::make_shared<Projection>(torch::randn({12, 8}) * 0.3));
+    mid = register_module("mid", torch::nn::Linear(12, 12));
+    out = register_module("out", std::make_shared<Projection>(in->weight));
+    bias = register_parameter("bias", torch::zeros({8}));
+    scale = register_parameter("scale", torch::ones({1}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    torch::Tensor h = torch::tanh(torch::linear(x, in->weight));
+    h = torch::tanh(mid(h));
+    h = torch::tanh(mid(h));
+    return torch::matmul(h, out->weight) * scale + bias;
+  }
+  std::shared_ptr<Projection> in, out;
+  torch::nn::Linear mid{nullptr};
+  torch::Tensor bias, scale;
+};
+
+// Eight residual 10 -> 10 layers (110 parameters each): h + tanh(layer(h)). The residual keeps
+// every gradient well away from zero, where Adam would turn rounding noise into full steps.
+struct Stack : TestNet {
+  explicit Stack(const std::function<void(torch::nn::Module&)>& after_layer) {
+    layers = register_module("layers", torch::nn::ModuleList());
+    for (int i = 0; i < 8; ++i) {
+      torch::nn::Linear layer(10, 10);
+      layers->push_back(layer);
+      if (after_layer) after_layer(*layer);
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    torch::Tensor h = x;
+    for (const auto& layer : *layers) h = h + torch::tanh(layer->as<torch::nn::Linear>()->forward(h));
+    return h;
+  }
+  torch::nn::ModuleList layers{nullptr};
+};
+
 }  // namespace
 
-const char* ModelName(ModelKind kind) { return kind == ModelKind::kMlp ? "mlp" : "transformer"; }
+const char* ModelName(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kMlp: return "mlp";
+    case ModelKind::kTransformer: return "transformer";
+    case ModelKind::kStack: return "stack";
+    default: return "tied";
+  }
+}
+
+std::shared_ptr<TestNet> MakeStack(uint64_t seed,
+                                   const std::function<void(torch::nn::Module&)>& after_layer) {
+  torch::manual_seed(seed);
+  return std::make_shared<Stack>(after_layer);
+}
 
 std::shared_ptr<TestNet> MakeNet(ModelKind kind) {
   torch::manual_seed(0);
   if (kind == ModelKind::kMlp) return std::make_shared<Mlp>();
+  if (kind == ModelKind::kTied) return std::make_shared<Tied>();
+  if (kind == ModelKind::kStack) return MakeStack(100, nullptr);
   return std::make_shared<Block>();
 }
 
 Batch GlobalBatch(ModelKind kind, int step, int64_t size) {
   torch::manual_seed(1000 + step);
   if (kind == ModelKind::kMlp) return {torch::randn({size, 10}), torch::randn({size, 5})};
+  if (kind == ModelKind::kTied) return {torch::randn({size, 8}), torch::randn({size, 8})};
+  if (kind == ModelKind::kStack) return {torch::randn({size, 10}), torch::randn({size, 10})};
   return {torch::randn({size, 5, Block::kDim}), torch::randn({size, 5, 3})};
+}
+
+std::vector<torch::Tensor> UniqueParameters(torch::nn::Module& net) {
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& p : net.parameters()) {
+    bool seen = false;
+    for (const torch::Tensor& q : out) seen = seen || q.is_same(p);
+    if (!seen) out.push_back(p);
+  }
+  return out;
 }
 
 torch::Tensor Loss(TestNet& net, const torch::Tensor& x, const torch::Tensor& y) {
@@ -73,7 +145,9 @@ absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> JoinGroupFromEnv(
 ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& o) {
   ReferenceRun run;
   run.net = MakeNet(kind);
-  torch::optim::AdamW adam(run.net->parameters(),
+  // Once each: a tied matrix listed twice would be stepped twice.
+  const std::vector<torch::Tensor> params = UniqueParameters(*run.net);
+  torch::optim::AdamW adam(params,
                            torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
   for (int step = 0; step < o.steps; ++step) {
     Batch b = GlobalBatch(kind, step, o.batch);
@@ -81,7 +155,7 @@ ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& o) {
     torch::Tensor loss = Loss(*run.net, b.x, b.y);
     run.losses.push_back(loss.item<double>());
     loss.backward();
-    if (o.clip > 0) torch::nn::utils::clip_grad_norm_(run.net->parameters(), o.clip);
+    if (o.clip > 0) torch::nn::utils::clip_grad_norm_(params, o.clip);
     adam.step();
   }
   return run;

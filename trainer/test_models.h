@@ -1,10 +1,12 @@
-// Test support for the engine: two tiny networks (an MLP and a pre-norm transformer block),
+// Test support for the engine: three tiny networks (an MLP, a pre-norm transformer block, and one
+// with a tied matrix and a submodule called twice),
 // deterministic global batches, the process-group join SpawnRanks children use, and the
 // independent reference: a plain single-process LibTorch loop with torch::optim::AdamW.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,7 +16,7 @@
 
 namespace zerotrain::trainer::testing {
 
-enum class ModelKind { kMlp, kTransformer };
+enum class ModelKind { kMlp, kTransformer, kTied, kStack };
 const char* ModelName(ModelKind kind);
 
 struct TestNet : torch::nn::Module {
@@ -24,11 +26,20 @@ struct TestNet : torch::nn::Module {
 // Same weights in every process for the same kind (seeded inside).
 std::shared_ptr<TestNet> MakeNet(ModelKind kind);
 
+// kStack built layer by layer with its own seed, calling `after_layer` on each layer right after
+// it is built (where a model opts in to partitioning at construction). MakeNet(kStack) is
+// MakeStack(seed 100, no callback).
+std::shared_ptr<TestNet> MakeStack(uint64_t seed,
+                                   const std::function<void(torch::nn::Module&)>& after_layer);
+
 struct Batch {
   torch::Tensor x, y;
 };
 // The global batch of step `step`, identical in every process.
 Batch GlobalBatch(ModelKind kind, int step, int64_t size);
+
+// The module's parameters, each once (LibTorch lists a shared tensor under every name).
+std::vector<torch::Tensor> UniqueParameters(torch::nn::Module& net);
 
 // Mean squared error computed in fp32 whatever the model's dtype.
 torch::Tensor Loss(TestNet& net, const torch::Tensor& x, const torch::Tensor& y);

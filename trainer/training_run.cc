@@ -2,10 +2,8 @@
 #include "trainer/training_run.h"
 
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +12,7 @@
 #include "trainer/data/token_dataset.h"
 #include "trainer/engine.h"
 #include "trainer/model/gpt.h"
+#include "partition/sharded_init.h"
 #include "trainer/run_report.h"
 
 namespace zerotrain::trainer {
@@ -29,6 +28,7 @@ struct Trainer {
   Trainer(const TrainerConfig& config, comm::ProcessGroup* group) : config(config), group(group) {}
   const TrainerConfig& config;
   comm::ProcessGroup* group;
+  std::unique_ptr<partition::ShardedInit> sharded_init;  // stage 3; outlives the engine
   std::shared_ptr<Gpt> model;
   std::unique_ptr<Engine> engine;
   std::optional<TokenDataset> data;
@@ -41,10 +41,24 @@ absl::Status Setup(Trainer& t) {
   const TrainerConfig& c = t.config;
   // The same seed everywhere; the engine also starts every rank from rank 0's parameters.
   torch::manual_seed(c.run.seed);
-  ZT_ASSIGN_OR_RETURN(t.model, MakeGpt(c.model));
-  ZT_ASSIGN_OR_RETURN(t.engine, Engine::Create(*t.model, c.engine, t.group));
+  // The data first: it is cheap, and a bad file or size should not wait for the model.
   ZT_ASSIGN_OR_RETURN(auto data, LoadTokens(c.data, c.model.vocab_size, c.model.block_size));
   t.data.emplace(std::move(data));
+  GptOptions model_options = c.model;
+  EngineOptions engine_options = c.engine;
+  absl::Status partitioned;
+  if (engine_options.stage == 3) {
+    // Stage 3 partitions the GPT block by block as it is built: no rank holds all of it.
+    t.sharded_init = std::make_unique<partition::ShardedInit>(
+        t.group, Stage3BucketNumel(engine_options), engine_options.stage3);
+    model_options.after_submodule = [&](torch::nn::Module& m) {
+      if (partitioned.ok()) partitioned = t.sharded_init->Partition(m);
+    };
+    engine_options.sharded_init = t.sharded_init.get();
+  }
+  ZT_ASSIGN_OR_RETURN(t.model, MakeGpt(model_options));
+  ZT_RETURN_IF_ERROR(partitioned);
+  ZT_ASSIGN_OR_RETURN(t.engine, Engine::Create(*t.model, engine_options, t.group));
   ZT_ASSIGN_OR_RETURN(auto sampler, DistributedSampler::Create(
                                         t.data->NumTrainWindows(), t.group->world_size(),
                                         t.group->rank(), t.engine->batch().micro_batch_size,
@@ -74,6 +88,7 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
     const Batch batch = t.sampler->NextBatch(*t.data);
     at::Tensor loss;
     try {
+      auto forward = t.engine->BeginForward();  // stage 3 gathers parameters inside it
       loss = GptLoss(t.model->forward(batch.x), batch.y);
       loss_sum += loss.item<double>();
     } catch (const c10::Error& e) {
@@ -95,13 +110,24 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
   try {
     torch::NoGradGuard no_grad;
     t.model->eval();
-    for (Batch b; batches.Next(&b); ++n) sum += GptLoss(t.model->forward(b.x), b.y).item<double>();
+    for (Batch b; batches.Next(&b); ++n) {
+      auto forward = t.engine->BeginForward();  // one forward each, as in training (stage 3)
+      sum += GptLoss(t.model->forward(b.x), b.y).item<double>();
+    }
     t.model->train();
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("eval on rank ", t.group->rank(), ": ",
                                             e.what_without_backtrace()));
   }
   return GlobalMean(t.group, n > 0 ? sum / static_cast<double>(n) : 0.0);
+}
+
+// Reports the held-out loss at `step`; nothing when the data has no held-out split (the same on
+// every rank, so no rank waits in a collective the others skip).
+absl::Status Evaluate(Trainer& t, int64_t step) {
+  if (t.data->NumEvalWindows() == 0) return absl::OkStatus();
+  ZT_ASSIGN_OR_RETURN(const double loss, EvalLoss(t));
+  return t.report->Eval(step, loss);
 }
 
 std::string CheckpointDir(const RunOptions& run) { return run.output_dir + "/checkpoints"; }
@@ -113,11 +139,14 @@ constexpr char kSamplerPosition[] = "sampler_position";
 
 absl::Status Save(Trainer& t, int64_t step) {
   const double start = Now();
+  // Tagged by the trainer's step, which skipped fp16 steps advance too (as DeepSpeed's
+  // global_steps), so two saves never meet on one tag.
+  const std::string tag = absl::StrCat("global_step", step);
   ZT_RETURN_IF_ERROR(t.engine->SaveCheckpoint(
-      CheckpointDir(t.config.run), "",
+      CheckpointDir(t.config.run), tag,
       {{kTrainerStep, std::to_string(step)},
        {kSamplerPosition, std::to_string(t.sampler->position())}}));
-  return t.report->Saved(step, CheckpointDir(t.config.run), Now() - start);
+  return t.report->Saved(step, CheckpointDir(t.config.run) + "/" + tag, Now() - start);
 }
 
 // Loads run.resume_from when set; returns the number of steps already done.
@@ -145,8 +174,12 @@ absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
   ZT_RETURN_IF_ERROR(Setup(t));
   const RunOptions& run = config.run;
   ZT_ASSIGN_OR_RETURN(const int64_t done, Resume(t));
-  ZT_ASSIGN_OR_RETURN(const double initial_eval_loss, EvalLoss(t));
-  ZT_RETURN_IF_ERROR(t.report->Eval(done, initial_eval_loss));
+  if (done >= run.steps) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run.resume_from = \"", run.resume_from, "\": the checkpoint is at step ", done,
+        ", and run.steps = ", run.steps, ": nothing left to train (raise run.steps)"));
+  }
+  ZT_RETURN_IF_ERROR(Evaluate(t, done));
   t.report->Start();
   for (int64_t step = done + 1; step <= run.steps; ++step) {
     const double start = Now();
@@ -157,31 +190,18 @@ absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
       ZT_RETURN_IF_ERROR(Save(t, step));
     }
     if (run.eval_interval > 0 && step % run.eval_interval == 0 && step < run.steps) {
-      ZT_ASSIGN_OR_RETURN(const double eval_loss, EvalLoss(t));
-      ZT_RETURN_IF_ERROR(t.report->Eval(step, eval_loss));
+      ZT_RETURN_IF_ERROR(Evaluate(t, step));
     }
   }
-  ZT_ASSIGN_OR_RETURN(const double eval_loss, EvalLoss(t));
-  ZT_RETURN_IF_ERROR(t.report->Eval(run.steps, eval_loss));
+  ZT_RETURN_IF_ERROR(Evaluate(t, run.steps));
+  // The sample rank 0 generates reads every parameter: at stage 3 every rank gathers them.
+  std::vector<at::Tensor> trainable;
+  for (const at::Tensor& p : t.model->parameters()) {
+    if (p.requires_grad()) trainable.push_back(p);
+  }
+  ZT_ASSIGN_OR_RETURN(auto gathered, t.engine->GatherParameters(trainable));
   ZT_RETURN_IF_ERROR(t.report->Finish(*t.model, outputs.memory_summary));
-  return absl::OkStatus();
-}
-
-absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p = fs::absolute(dir, ec);
-  // The nearest existing ancestor decides: the run would create everything below it.
-  while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
-  if (!fs::is_directory(p, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, "=\"", dir, "\": ", p.string(),
-                                                   " is not a directory"));
-  }
-  if (access(p.c_str(), W_OK | X_OK) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(field, "=\"", dir, "\": ", p.string(),
-                                                   " is not writable"));
-  }
-  return absl::OkStatus();
+  return gathered->Close();
 }
 
 }  // namespace zerotrain::trainer

@@ -19,8 +19,4 @@ struct TrainOutputs {
 absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
                       const TrainOutputs& outputs);
 
-// Fails, naming the path, when `dir` could not be created and written: checked by the launcher
-// before any rank starts, so a bad output_dir leaves nothing behind. Creates nothing.
-absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field);
-
 }  // namespace zerotrain::trainer

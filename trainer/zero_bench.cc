@@ -1,5 +1,5 @@
 // zero_bench: a ~50M-parameter transformer (16 encoder layers, d_model 512) trained by the Engine
-// at ZeRO stages 0, 1 and 2 on local ranks in one run; prints samples/s, the step-time split and
+// at ZeRO stages 0, 1, 2 and 3 (with and without prefetch) on local ranks in one run; prints samples/s, the step-time split and
 // model-state bytes per rank next to the ZeRO formula, as a markdown table. samples/s comes from
 // the median step (forward + Backward + Step between barriers); the split columns are means.
 //   bazel run -c opt //trainer:zero_bench [-- --world=2 --steps=5]
@@ -47,16 +47,19 @@ torch::nn::TransformerEncoder MakeModel() {
 struct Stage {
   int stage = 0;
   bool reduce_scatter = true;
+  bool prefetch = true;  // stage 3
   torch::nn::TransformerEncoder model{nullptr};
   std::unique_ptr<Engine> engine;
   std::vector<double> seconds;  // wall time of each timed step
   StepTimes sum;
 };
 
-std::unique_ptr<Stage> MakeStage(int stage, bool reduce_scatter, comm::ProcessGroup* group) {
+std::unique_ptr<Stage> MakeStage(int stage, bool reduce_scatter, bool prefetch,
+                                 comm::ProcessGroup* group) {
   auto s = std::make_unique<Stage>();
   s->stage = stage;
   s->reduce_scatter = reduce_scatter;
+  s->prefetch = prefetch;
   s->model = MakeModel();
   EngineOptions o;
   o.stage = stage;
@@ -64,6 +67,8 @@ std::unique_ptr<Stage> MakeStage(int stage, bool reduce_scatter, comm::ProcessGr
   o.reduce_bucket_size = 1 << 22;
   o.allgather_bucket_size = 1 << 22;
   o.reduce_scatter = reduce_scatter;
+  // DeepSpeed's defaults: LayerNorms (1024 elements) stay whole, prefetch 5e7 elements ahead.
+  if (!prefetch) o.stage3.prefetch_numel = 0;
   auto engine = Engine::Create(*s->model, o, group);
   Check(engine.status());
   s->engine = std::move(*engine);
@@ -75,7 +80,11 @@ void TimedStep(Stage& s, comm::ProcessGroup* group, bool record) {
   Check(group->Barrier());
   const double start = Now();
   torch::Tensor x = torch::randn({kSeq, kMicro, kDim});
-  torch::Tensor loss = s.model->forward(x).pow(2).mean();
+  torch::Tensor loss;
+  {
+    auto scope = s.engine->BeginForward();
+    loss = s.model->forward(x).pow(2).mean();
+  }
   const double forward = Now() - start;
   Check(s.engine->Backward(loss));
   Check(s.engine->Step());
@@ -104,9 +113,11 @@ void PrintStage(const Stage& s, comm::ProcessGroup* group, double stage0_samples
   const double mib = 1024.0 * 1024.0;
   const char* reduction =
       s.stage == 0 || !s.reduce_scatter ? "all-reduce" : "reduce-scatter";
-  std::printf("| %d | %s | %.2f | %.2fx | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | "
+  const std::string name = s.stage < 3 ? absl::StrCat(s.stage)
+                                       : absl::StrCat("3, prefetch ", s.prefetch ? "on" : "off");
+  std::printf("| %s | %s | %.2f | %.2fx | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | "
               "%.1f | %.1f | %.1f | %.1f |\n",
-              s.stage, reduction, samples, samples / stage0_samples, 1e3 * s.sum.forward / n,
+              name.c_str(), reduction, samples, samples / stage0_samples, 1e3 * s.sum.forward / n,
               1e3 * s.sum.backward / n, 1e3 * s.sum.backward_comm / n, 1e3 * s.sum.step / n,
               1e3 * s.sum.allgather / n, b.params / mib, b.grads / mib, b.master / mib,
               b.optimizer_states / mib, b.total() / mib, s.engine->formula_bytes() / mib);
@@ -131,9 +142,11 @@ int RunRank(int steps) {
   }
   // The stages take turns step by step, so drift on this shared machine hits all of them alike.
   std::vector<std::unique_ptr<Stage>> stages;
-  for (auto [stage, rs] : {std::pair{0, true}, {1, true}, {2, true}, {1, false}, {2, false}}) {
-    stages.push_back(MakeStage(stage, rs, group->get()));
+  for (auto [stage, rs] : {std::pair{0, true}, {1, true}, {2, true}, {1, false}, {2, false},
+                           {3, true}}) {
+    stages.push_back(MakeStage(stage, rs, /*prefetch=*/true, group->get()));
   }
+  stages.push_back(MakeStage(3, true, /*prefetch=*/false, group->get()));
   for (int i = 0; i < 2 + steps; ++i) {
     for (auto& s : stages) TimedStep(*s, group->get(), /*record=*/i >= 2);
   }

@@ -130,29 +130,18 @@ int64_t GptParameterCount(const GptOptions& o) {
   return o.vocab_size * c + o.block_size * c + o.n_layer * per_block + 2 * c;
 }
 
-Gpt::Gpt(const GptOptions& options) : options_(options), parts_(std::make_shared<Parts>()) {
-  const absl::Status valid = ValidateGptOptions(options);
-  TORCH_CHECK(valid.ok(), valid.ToString());
-  Parts& p = *parts_;
-  p.wte = register_module("wte", torch::nn::Embedding(options.vocab_size, options.n_embd));
-  p.wpe = register_module("wpe", torch::nn::Embedding(options.block_size, options.n_embd));
-  p.drop = register_module("drop", torch::nn::Dropout(options.dropout));
-  auto h = register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < options.n_layer; ++i) {
-    p.blocks.push_back(std::make_shared<Block>(options));
-    h->push_back(p.blocks.back());
-  }
-  p.ln_f =
-      register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.n_embd})));
+namespace {
 
-  // GPT-2's initialisation: N(0, 0.02) weights, zero biases, and residual projections scaled
-  // down by sqrt(2 * n_layer) so the residual stream does not grow with depth.
+// GPT-2's initialisation: N(0, 0.02) weights, zero biases, and residual projections scaled down
+// by sqrt(2 * n_layer) so the residual stream does not grow with depth. LayerNorms keep ones and
+// zeros.
+void InitWeights(torch::nn::Module& module, int64_t n_layer) {
   torch::NoGradGuard no_grad;
-  const double residual_std = 0.02 / std::sqrt(2.0 * options.n_layer);
-  for (auto& item : named_parameters()) {
+  const double residual_std = 0.02 / std::sqrt(2.0 * n_layer);
+  for (auto& item : module.named_parameters()) {
     const std::string& name = item.key();
     at::Tensor& param = item.value();
-    if (name.find("ln_") != std::string::npos) continue;  // LayerNorm keeps ones and zeros
+    if (name.find("ln_") != std::string::npos) continue;
     if (param.dim() == 1) {
       param.zero_();
     } else if (name.size() >= 13 && name.compare(name.size() - 13, 13, "c_proj.weight") == 0) {
@@ -161,6 +150,36 @@ Gpt::Gpt(const GptOptions& options) : options_(options), parts_(std::make_shared
       param.normal_(0.0, 0.02);
     }
   }
+}
+
+}  // namespace
+
+Gpt::Gpt(const GptOptions& options) : options_(options), parts_(std::make_shared<Parts>()) {
+  const absl::Status valid = ValidateGptOptions(options);
+  TORCH_CHECK(valid.ok(), valid.ToString());
+  Parts& p = *parts_;
+  const auto& hook = options.after_submodule;
+  // With a hook, each submodule is initialised and handed over as soon as it exists.
+  auto built = [&](torch::nn::Module& m, bool init) {
+    if (!hook) return;
+    if (init) InitWeights(m, options.n_layer);
+    hook(m);
+  };
+  p.wte = register_module("wte", torch::nn::Embedding(options.vocab_size, options.n_embd));
+  built(*p.wte, true);
+  p.wpe = register_module("wpe", torch::nn::Embedding(options.block_size, options.n_embd));
+  built(*p.wpe, true);
+  p.drop = register_module("drop", torch::nn::Dropout(options.dropout));
+  auto h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.n_layer; ++i) {
+    p.blocks.push_back(std::make_shared<Block>(options));
+    h->push_back(p.blocks.back());
+    built(*p.blocks.back(), true);
+  }
+  p.ln_f =
+      register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.n_embd})));
+  built(*p.ln_f, false);
+  if (!hook) InitWeights(*this, options.n_layer);
 }
 
 at::Tensor Gpt::forward(const at::Tensor& tokens) {

@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,11 @@ struct GptOptions {
   int64_t checkpoint_every = 0;
   bool cpu_checkpointing = false;  // keep checkpointed block inputs in host memory
   bool profile_checkpointing = false;
+  // When set, each submodule (the embeddings, every block, the final LayerNorm) is initialised
+  // right after it is built and then handed to this, which may partition it (ZeRO stage 3's
+  // partitioned construction, partition/sharded_init.h), so the whole model never exists at
+  // once. The initial values then differ from an unset hook's (the random draws interleave).
+  std::function<void(torch::nn::Module&)> after_submodule;
 };
 
 // Rejects values that cannot build a model, naming the field and value.

@@ -1,0 +1,85 @@
+// Partitioning a model as it is built (see sharded_init.h).
+#include "partition/sharded_init.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "partition/shard_layout.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::partition {
+
+absl::Status ShardedInit::Partition(torch::nn::Module& submodule) {
+  absl::Status status;
+  // Each module's own parameters are one segment of the engine's layout, so each is a part.
+  submodule.apply([&](torch::nn::Module& m) {
+    if (status.ok()) status = PartitionOwn(m);
+  });
+  return status;
+}
+
+absl::Status ShardedInit::PartitionOwn(torch::nn::Module& submodule) {
+  const std::string where = absl::StrCat("ShardedInit::Partition(", submodule.name(),
+                                         ") on rank ", group_->rank(), ": ");
+  std::vector<at::Tensor> params;
+  for (const auto& item : submodule.named_parameters(/*recurse=*/false)) {
+    const at::Tensor& p = item.value();
+    if (p.requires_grad() && seen_.emplace(p.unsafeGetTensorImpl(), true).second) {
+      params.push_back(p);
+    }
+  }
+  std::reverse(params.begin(), params.end());  // the engine lays parameters out in reverse
+  if (params.empty()) return absl::OkStatus();
+  try {
+    c10::NoGradGuard no_grad;
+    std::vector<int64_t> numels;
+    int64_t total = 0;
+    for (at::Tensor& p : params) {
+      // Rank 0's values, as Engine::Create would broadcast them.
+      at::Tensor values = p.detach().contiguous();
+      ZT_RETURN_IF_ERROR(group_->Broadcast(values, 0));
+      if (!values.is_same(p)) p.detach().copy_(values);
+      numels.push_back(p.numel());
+      total += p.numel();
+    }
+    // The same rule ShardedParams applies to the segment this will become.
+    if (total <= options_.persistence_threshold &&
+        persistent_numel_ + total <= options_.model_persistence_threshold) {
+      persistent_numel_ += total;
+      return absl::OkStatus();
+    }
+    ZT_ASSIGN_OR_RETURN(ShardLayout layout,
+                        ShardLayout::Create(numels, group_->world_size(), bucket_numel_));
+    Part part;
+    part.shard = at::zeros({layout.shard_numel()}, params.front().options().requires_grad(false));
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor p = params[i];
+      const at::Tensor flat = p.detach().reshape({-1});
+      for (const ParamPiece& piece : layout.PiecesOf(static_cast<int>(i))) {
+        if (piece.rank != group_->rank()) continue;
+        part.shard.narrow(0, piece.shard_offset, piece.numel)
+            .copy_(flat.narrow(0, piece.param_offset, piece.numel));
+      }
+      part.params.push_back(p.unsafeGetTensorImpl());
+      part.shapes.push_back(p.sizes().vec());
+      p.set_data(at::empty({0}, p.options()));  // the full values go now
+      part_of_[p.unsafeGetTensorImpl()] = static_cast<int>(parts_.size());
+    }
+    shard_bytes_ += part.shard.nbytes();
+    parts_.push_back(std::move(part));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+const ShardedInit::Part* ShardedInit::PartOf(const at::Tensor& param) const {
+  auto it = part_of_.find(param.unsafeGetTensorImpl());
+  return it == part_of_.end() ? nullptr : &parts_[it->second];
+}
+
+}  // namespace zerotrain::partition

@@ -1,0 +1,65 @@
+// ShardedInit: building a ZeRO stage 3 model without any rank ever holding all of it (the
+// counterpart of deepspeed.zero.Init). LibTorch gives no hook into a module's constructor, so
+// the model opts in: right after it builds a submodule it calls Partition(submodule), which
+// broadcasts rank 0's values of the parameters in it (every rank then starts from one model),
+// keeps this rank's slices of them and frees the full values, so memory peaks near one submodule
+// rather than the model. Submodules small enough to stay whole (the persistence
+// threshold) keep their values. Engine::Create at stage 3 (EngineOptions::sharded_init) then
+// adopts the slices instead of slicing full values.
+//
+// The slices are the ones ShardedParams would cut: a submodule's parameters form one segment of
+// the engine's layout, and a segment's buckets depend only on its own parameters, the bucket
+// size and the world size, so they can be cut before the rest of the model exists.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "comm/comm.h"
+#include "partition/stage3_options.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace zerotrain::partition {
+
+class ShardedInit {
+ public:
+  // `bucket_numel` must be what the engine will use: min(reduce_bucket_size,
+  // allgather_bucket_size) (Engine::Stage3BucketNumel).
+  ShardedInit(comm::ProcessGroup* group, int64_t bucket_numel, const Stage3Options& options)
+      : group_(group), bucket_numel_(bucket_numel), options_(options) {}
+
+  // Collective: every rank partitions the same submodules in the same order. Takes the trainable
+  // parameters of the submodule and of every module inside it that no earlier call took.
+  absl::Status Partition(torch::nn::Module& submodule);
+
+  struct Part {
+    std::vector<const void*> params;          // TensorImpls, in the engine's order (reversed)
+    std::vector<std::vector<int64_t>> shapes;  // their full shapes
+    at::Tensor shard;                          // this rank's slices, end to end
+  };
+  // The part holding `param`, or null when it was not partitioned here (or stayed whole).
+  const Part* PartOf(const at::Tensor& param) const;
+  int64_t bucket_numel() const { return bucket_numel_; }
+  int64_t shard_bytes() const { return shard_bytes_; }  // slices held, all parts
+
+ private:
+  absl::Status PartitionOwn(torch::nn::Module& module);  // its own parameters: one part
+
+  comm::ProcessGroup* group_;
+  int64_t bucket_numel_;
+  Stage3Options options_;
+  std::vector<Part> parts_;
+  std::unordered_map<const void*, int> part_of_;  // TensorImpl -> index into parts_
+  std::unordered_map<const void*, bool> seen_;    // every parameter Partition has taken
+  int64_t persistent_numel_ = 0;
+  int64_t shard_bytes_ = 0;
+};
+
+}  // namespace zerotrain::partition

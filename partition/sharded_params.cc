@@ -1,0 +1,444 @@
+// ZeRO stage 3 parameter storage, gathering and release (see sharded_params.h).
+#include "partition/sharded_params.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::partition {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void DropStorageRef(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+
+bool Contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShardedParams>> ShardedParams::Create(
+    const NamedTensors& params, const std::vector<int>& segment_starts,
+    comm::ProcessGroup* group, int64_t bucket_numel, const Stage3Options& options,
+    const ShardedInit* init) {
+  std::vector<int64_t> numels;
+  for (const auto& [name, p] : params) {
+    const ShardedInit::Part* part = init ? init->PartOf(p) : nullptr;
+    int64_t n = p.numel();
+    if (part != nullptr) {
+      const auto it = std::find(part->params.begin(), part->params.end(), p.unsafeGetTensorImpl());
+      n = 1;
+      for (int64_t d : part->shapes[it - part->params.begin()]) n *= d;
+    }
+    numels.push_back(n);
+  }
+  ZT_ASSIGN_OR_RETURN(FlatParams flat, FlatParams::Describe(params, group->world_size(),
+                                                            bucket_numel, segment_starts, numels));
+  std::unique_ptr<ShardedParams> s(new ShardedParams(group, options));
+  s->flat_ = std::make_unique<FlatParams>(std::move(flat));
+  try {
+    ZT_RETURN_IF_ERROR(s->Init(params, init));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("ZeRO stage 3 partitioning: ", e.what_without_backtrace()));
+  }
+  ZT_RETURN_IF_ERROR(s->Refresh());
+  return s;
+}
+
+absl::Status ShardedParams::AdoptPart(int s, const ShardedInit::Part& part) {
+  const ShardLayout& layout = flat_->layout();
+  const Segment& seg = segments_[s];
+  const int first = layout.SegmentFirstParam(s), end = layout.SegmentEndParam(s);
+  bool same = !seg.persistent && static_cast<int>(part.params.size()) == end - first &&
+              part.shard.numel() * layout.world_size() == seg.numel;
+  for (int p = first; same && p < end; ++p) {
+    same = part.params[p - first] == flat_->params()[p].second.unsafeGetTensorImpl();
+  }
+  if (!same) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ZeRO stage 3: the submodule of ", Describe(first), " was partitioned at construction "
+        "(ShardedInit) with ", part.params.size(), " parameter(s), but the engine groups ",
+        end - first, " there", seg.persistent ? " and keeps them whole" : "",
+        "; partition each submodule once, after it is complete, with the engine's options"));
+  }
+  shard_.narrow(0, seg.begin / layout.world_size(), part.shard.numel()).copy_(part.shard);
+  return absl::OkStatus();
+}
+
+absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* init) {
+  const ShardLayout& layout = flat_->layout();
+  c10::NoGradGuard no_grad;
+  SkipGatherOnUse skip;
+  shard_ = at::zeros({layout.shard_numel()}, flat_->options());
+  std::vector<int64_t> segment_numel;
+  int64_t persistent_total = 0;
+  segment_of_.assign(params.size(), 0);
+  for (int s = 0; s < layout.num_segments(); ++s) {
+    Segment seg;
+    const LayoutBucket& first = layout.buckets()[layout.SegmentFirstBucket(s)];
+    const LayoutBucket& last = layout.buckets()[layout.SegmentEndBucket(s) - 1];
+    seg.begin = first.begin;
+    seg.numel = last.begin + last.numel - first.begin;
+    for (int p = layout.SegmentFirstParam(s); p < layout.SegmentEndParam(s); ++p) {
+      seg.real_numel += layout.param_numel(p);
+      segment_of_[p] = s;
+    }
+    seg.persistent = seg.real_numel <= options_.persistence_threshold &&
+                     persistent_total + seg.real_numel <= options_.model_persistence_threshold;
+    if (seg.persistent) {
+      persistent_total += seg.real_numel;
+      stats_.persistent_numel += seg.numel;
+    }
+    segment_numel.push_back(seg.numel);
+    segments_.push_back(std::move(seg));
+  }
+  order_ = std::make_unique<FetchOrder>(std::move(segment_numel));
+  order_->BeginIteration();
+  const int rank = group_->rank();
+  storages_.resize(params.size());
+  full_.resize(params.size());
+  empty_.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor p = params[i].second;
+    const ShardedInit::Part* part = init ? init->PartOf(p) : nullptr;
+    if (part != nullptr) {
+      const auto it = std::find(part->params.begin(), part->params.end(), p.unsafeGetTensorImpl());
+      shapes_.push_back(part->shapes[it - part->params.begin()]);
+      const int s = segment_of_[i];
+      const int first = layout.SegmentFirstParam(s);
+      if (init->PartOf(params[first].second) != part) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ZeRO stage 3: ", Describe(static_cast<int>(i)), " was partitioned at construction "
+            "(ShardedInit) apart from the other parameters of its submodule; partition each "
+            "submodule once, after it is complete"));
+      }
+      if (static_cast<int>(i) == first) ZT_RETURN_IF_ERROR(AdoptPart(s, *part));
+    } else {
+      shapes_.push_back(p.sizes().vec());
+      const at::Tensor values = p.detach().reshape({-1});
+      for (const ParamPiece& piece : layout.PiecesOf(static_cast<int>(i))) {
+        if (piece.rank != rank) continue;
+        shard_.narrow(0, piece.shard_offset, piece.numel)
+            .copy_(values.narrow(0, piece.param_offset, piece.numel));
+      }
+    }
+    if (segments_[segment_of_[i]].persistent) continue;  // Refresh points it at its buffer
+    storages_[i] = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), 0, c10::DataPtr(nullptr, p.device()),
+        /*allocator=*/nullptr, /*resizable=*/false));
+    full_[i] = MakeGatherOnUseTensor(storages_[i], p, shapes_[i]);
+    empty_[i] = MakeGatherOnUseTensor(storages_[i], p, {0});
+    RegisterGatherOnUse(storages_[i].unsafeGetStorageImpl(), this, static_cast<int>(i));
+    p.set_data(windows_ > 0 ? full_[i] : empty_[i]);  // the original values go with this
+  }
+  return absl::OkStatus();
+}
+
+ShardedParams::~ShardedParams() {
+  for (int s = 0; s < static_cast<int>(segments_.size()); ++s) (void)Release(s);
+  for (const c10::Storage& st : storages_) {
+    if (st) UnregisterGatherOnUse(st.unsafeGetStorageImpl());
+  }
+}
+
+std::string ShardedParams::Describe(int param) const {
+  return absl::StrCat("'", flat_->name(param), "' (shape [", absl::StrJoin(shapes_[param], ", "),
+                      "])");
+}
+
+bool ShardedParams::Readable(int segment) const {
+  const Segment& seg = segments_[segment];
+  return seg.persistent || windows_ > 0 || seg.pins > 0;
+}
+
+void ShardedParams::SetShapes(bool full) {
+  SkipGatherOnUse skip;
+  for (int i = 0; i < flat_->num_params(); ++i) {
+    if (!storages_[i] || segments_[segment_of_[i]].pins > 0) continue;
+    at::Tensor p = flat_->params()[i].second;
+    p.set_data(full ? full_[i] : empty_[i]);
+  }
+}
+
+void ShardedParams::OpenWindow() {
+  if (windows_++ == 0) SetShapes(true);
+}
+
+void ShardedParams::CloseWindow() {
+  if (--windows_ == 0) SetShapes(false);
+}
+
+void ShardedParams::StartGather(int segment, bool prefetch) {
+  Segment& seg = segments_[segment];
+  const ShardLayout& layout = flat_->layout();
+  seg.buffer = at::empty({seg.numel}, shard_.options());
+  for (int k = layout.SegmentFirstBucket(segment); k < layout.SegmentEndBucket(segment); ++k) {
+    const LayoutBucket& b = layout.buckets()[k];
+    seg.works.push_back(group_->AllGatherAsync(shard_.narrow(0, b.shard_offset, b.slice),
+                                               seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
+  }
+  seg.state = State::kInFlight;
+  stats_.live_numel += seg.numel;
+  stats_.peak_live_numel = std::max(stats_.peak_live_numel, stats_.live_numel);
+  ++stats_.gathers;
+  if (prefetch) ++stats_.prefetches;
+}
+
+absl::Status ShardedParams::Finish(int segment) {
+  Segment& seg = segments_[segment];
+  if (seg.state == State::kResident) return absl::OkStatus();
+  const double start = Now();
+  absl::Status s = comm::WaitAll(seg.works);
+  seg.works.clear();
+  stats_.wait_seconds += Now() - start;
+  if (!s.ok()) {
+    (void)Release(segment);
+    if (failed_.ok()) {
+      failed_ = absl::Status(s.code(), absl::StrCat("ZeRO stage 3 gather of ",
+                                                    Describe(flat_->layout().SegmentFirstParam(
+                                                        segment)),
+                                                    "'s submodule on rank ", group_->rank(), ": ",
+                                                    s.message()));
+    }
+    return failed_;
+  }
+  auto* base = static_cast<char*>(seg.buffer.data_ptr());
+  const int64_t elem = seg.buffer.element_size();
+  const ShardLayout& layout = flat_->layout();
+  for (int p = layout.SegmentFirstParam(segment); p < layout.SegmentEndParam(segment); ++p) {
+    c10::StorageImpl* st = storages_[p].unsafeGetStorageImpl();
+    st->set_data_ptr_noswap(c10::DataPtr(base + (layout.param_offset(p) - seg.begin) * elem,
+                                         new c10::Storage(seg.buffer.storage()), &DropStorageRef,
+                                         seg.buffer.device()));
+    st->set_nbytes(layout.param_numel(p) * elem);
+  }
+  seg.state = State::kResident;
+  return absl::OkStatus();
+}
+
+absl::Status ShardedParams::Release(int segment) {
+  Segment& seg = segments_[segment];
+  if (seg.state == State::kReleased || seg.persistent) return absl::OkStatus();
+  absl::Status s;
+  if (seg.state == State::kInFlight) s = comm::WaitAll(seg.works);  // its buffer is being written
+  seg.works.clear();
+  const ShardLayout& layout = flat_->layout();
+  for (int p = layout.SegmentFirstParam(segment); p < layout.SegmentEndParam(segment); ++p) {
+    c10::StorageImpl* st = storages_[p].unsafeGetStorageImpl();
+    st->set_data_ptr_noswap(c10::DataPtr(nullptr, seg.buffer.device()));
+    st->set_nbytes(0);
+  }
+  seg.buffer = at::Tensor();
+  seg.state = State::kReleased;
+  stats_.live_numel -= seg.numel;
+  if (!s.ok() && failed_.ok()) failed_ = s;
+  return s;
+}
+
+absl::Status ShardedParams::MakeRoom(int64_t numel, const std::vector<int>& keep) {
+  while (stats_.live_numel + numel > options_.max_live_numel) {
+    int victim = -1;
+    int64_t farthest = -1;
+    for (int s = 0; s < static_cast<int>(segments_.size()); ++s) {
+      const Segment& seg = segments_[s];
+      if (seg.state == State::kReleased || seg.persistent || seg.pins > 0 || Contains(keep, s)) {
+        continue;
+      }
+      int64_t d = order_->ReuseDistance(s);
+      if (d < 0) d = std::numeric_limits<int64_t>::max();  // not needed again: first to go
+      if (d > farthest) {
+        farthest = d;
+        victim = s;
+      }
+    }
+    if (victim < 0) return absl::OkStatus();  // what is needed now is larger than the budget
+    ZT_RETURN_IF_ERROR(Release(victim));
+  }
+  return absl::OkStatus();
+}
+
+void ShardedParams::Prefetch(const std::vector<int>& keep) {
+  if (options_.prefetch_numel <= 0) return;
+  for (int s : order_->Upcoming(options_.prefetch_numel)) {
+    const Segment& seg = segments_[s];
+    if (seg.persistent || seg.state != State::kReleased) continue;
+    if (stats_.live_numel + seg.numel > options_.max_live_numel) break;
+    StartGather(s, /*prefetch=*/true);
+  }
+}
+
+absl::Status ShardedParams::UseOne(int segment, const std::vector<int>& keep) {
+  ZT_RETURN_IF_ERROR(failed_);
+  Segment& seg = segments_[segment];
+  if (segment == current_ && seg.state == State::kResident) return absl::OkStatus();
+  // Outside a window only pinned segments are readable, and they are resident: reading them
+  // (perhaps on one rank only) must not record uses or start collectives.
+  if (windows_ == 0) return absl::OkStatus();
+  if (segment != current_ && !order_->OnUse(segment) && order_->departures() == 1) {
+    std::fprintf(stderr,
+                 "zerotrain: ZeRO stage 3 on rank %d: submodules ran in another order than in "
+                 "the first step (at %s's submodule); prefetching stops until the new order has "
+                 "been recorded, parameters are fetched on demand meanwhile\n",
+                 group_->rank(), Describe(flat_->layout().SegmentFirstParam(segment)).c_str());
+  }
+  if (seg.state == State::kReleased) {
+    ZT_RETURN_IF_ERROR(MakeRoom(seg.numel, keep));
+    StartGather(segment, /*prefetch=*/false);
+  }
+  ZT_RETURN_IF_ERROR(Finish(segment));
+  const int previous = current_;
+  current_ = segment;
+  if (previous >= 0 && previous != segment && !Contains(keep, previous) &&
+      segments_[previous].pins == 0) {
+    const int64_t d = order_->ReuseDistance(previous);
+    if (d < 0 || d > options_.max_reuse_distance) ZT_RETURN_IF_ERROR(Release(previous));
+  }
+  Prefetch(keep);
+  return absl::OkStatus();
+}
+
+void ShardedParams::Use(const std::vector<int>& params) {
+  std::vector<int> keep;
+  for (int p : params) {
+    const int s = segment_of_[p];
+    if (segments_[s].persistent || Contains(keep, s)) continue;
+    TORCH_CHECK(Readable(s), "zerotrain: parameter ", Describe(p),
+                " is partitioned by ZeRO stage 3 and not gathered here. Read it inside the "
+                "engine's forward scope (Engine::BeginForward) or Backward, or gather it with "
+                "GatheredParameters (Engine::GatherParameters).");
+    keep.push_back(s);
+  }
+  for (int s : keep) {
+    const absl::Status status = UseOne(s, keep);
+    TORCH_CHECK(status.ok(), "zerotrain: ", status.message());
+  }
+}
+
+absl::Status ShardedParams::EndIteration() {
+  absl::Status status = failed_;
+  for (int s = 0; s < static_cast<int>(segments_.size()); ++s) {
+    if (segments_[s].pins > 0) continue;
+    absl::Status r = Release(s);
+    if (status.ok()) status = r;
+  }
+  order_->EndIteration();
+  order_->BeginIteration();
+  stats_.order_departures = order_->departures();
+  current_ = -1;
+  return status;
+}
+
+absl::Status ShardedParams::Refresh() {
+  for (const Segment& seg : segments_) {
+    if (seg.pins > 0) {
+      return absl::FailedPreconditionError(
+          "ZeRO stage 3: the parameters changed while a GatheredParameters scope holds some; "
+          "close it before the optimizer step or checkpoint load");
+    }
+  }
+  ZT_RETURN_IF_ERROR(EndIteration());
+  const ShardLayout& layout = flat_->layout();
+  std::vector<comm::Work> works;
+  for (int s = 0; s < static_cast<int>(segments_.size()); ++s) {
+    Segment& seg = segments_[s];
+    if (!seg.persistent) continue;
+    const bool first = !seg.buffer.defined();
+    if (first) seg.buffer = at::empty({seg.numel}, shard_.options());
+    for (int k = layout.SegmentFirstBucket(s); k < layout.SegmentEndBucket(s); ++k) {
+      const LayoutBucket& b = layout.buckets()[k];
+      works.push_back(group_->AllGatherAsync(shard_.narrow(0, b.shard_offset, b.slice),
+                                             seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
+    }
+    seg.state = State::kResident;
+    if (!first) continue;
+    SkipGatherOnUse skip;
+    for (int p = layout.SegmentFirstParam(s); p < layout.SegmentEndParam(s); ++p) {
+      at::Tensor param = flat_->params()[p].second;
+      param.set_data(seg.buffer.narrow(0, layout.param_offset(p) - seg.begin, layout.param_numel(p))
+                         .view(shapes_[p]));
+    }
+  }
+  absl::Status s = comm::WaitAll(works);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("ZeRO stage 3: gathering the persistent "
+                                               "parameters on rank ", group_->rank(), ": ",
+                                               s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedParams::Pin(const std::vector<int>& params) {
+  std::vector<int> segs;
+  for (int p : params) {
+    const int s = segment_of_[p];
+    if (!segments_[s].persistent && !Contains(segs, s)) segs.push_back(s);
+  }
+  for (int s : segs) ++segments_[s].pins;
+  for (int s : segs) {
+    if (segments_[s].state != State::kReleased) continue;
+    ZT_RETURN_IF_ERROR(MakeRoom(segments_[s].numel, segs));
+    StartGather(s, /*prefetch=*/false);
+  }
+  for (int s : segs) ZT_RETURN_IF_ERROR(Finish(s));
+  SkipGatherOnUse skip;
+  for (int p : params) {
+    if (storages_[p]) flat_->params()[p].second.set_data(full_[p]);
+  }
+  return absl::OkStatus();
+}
+
+void ShardedParams::Unpin(const std::vector<int>& params) {
+  std::vector<int> segs;
+  for (int p : params) {
+    const int s = segment_of_[p];
+    if (!segments_[s].persistent && !Contains(segs, s)) segs.push_back(s);
+  }
+  for (int s : segs) {
+    if (--segments_[s].pins == 0 && s != current_) (void)Release(s);
+  }
+  if (windows_ > 0) return;
+  SkipGatherOnUse skip;
+  for (int p : params) {
+    if (storages_[p] && segments_[segment_of_[p]].pins == 0) {
+      flat_->params()[p].second.set_data(empty_[p]);
+    }
+  }
+}
+
+absl::Status ShardedParams::WriteBack(int param) {
+  const Segment& seg = segments_[segment_of_[param]];
+  if (seg.state != State::kResident) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ZeRO stage 3: write-back of ", Describe(param), ", which is not gathered"));
+  }
+  try {
+    c10::NoGradGuard no_grad;
+    SkipGatherOnUse skip;
+    const ShardLayout& layout = flat_->layout();
+    const at::Tensor values =
+        seg.buffer.narrow(0, layout.param_offset(param) - seg.begin, layout.param_numel(param));
+    for (const ParamPiece& piece : layout.PiecesOf(param)) {
+      if (piece.rank != group_->rank()) continue;
+      shard_.narrow(0, piece.shard_offset, piece.numel)
+          .copy_(values.narrow(0, piece.param_offset, piece.numel));
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("ZeRO stage 3: write-back of ", Describe(param), ": ",
+                                            e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::partition

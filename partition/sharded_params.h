@@ -1,0 +1,130 @@
+// ShardedParams: ZeRO stage 3's parameters. Between uses each rank holds only its shard of every
+// parameter (ShardLayout's owned slices, in the model's dtype); a parameter's tensor keeps its
+// identity (autograd leaf, module references) but its storage holds no memory. Parameters are
+// cut into segments, one per submodule, which are gathered whole: one all-gather per bucket into
+// one buffer per segment, which the parameters' storages then point into (no copy). Segments
+// whose elements total at most the persistence threshold stay gathered all the time.
+//
+// A segment is gathered when an operator first reads one of its parameters (gather_on_use.h)
+// and, once the use order is known (fetch_order.h), ahead of use within the prefetch budget. It is
+// released when execution moves to another segment unless it will be reused within the reuse
+// distance, and the gathered elements alive are kept within max_live_numel (plus the segment in
+// use when it alone is larger).
+//
+// Parameters may be read only inside a window (the engine opens one for its forward scope and
+// Backward) or while pinned (GatheredParameters); elsewhere their shape is [0], as DeepSpeed's
+// are, and reading one fails with a message naming it. Not thread-safe beyond one autograd
+// thread at a time.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/comm.h"
+#include "partition/fetch_order.h"
+#include "partition/flat_params.h"
+#include "partition/gather_on_use.h"
+#include "partition/sharded_init.h"
+#include "partition/stage3_options.h"
+
+namespace zerotrain::partition {
+
+struct GatherStats {
+  int64_t live_numel = 0;       // gathered elements of non-persistent segments, now
+  int64_t peak_live_numel = 0;  // the most at once since ResetPeak()
+  int64_t persistent_numel = 0;
+  int64_t gathers = 0;          // segment gathers started
+  int64_t prefetches = 0;       // of which ahead of use
+  int64_t order_departures = 0;
+  double wait_seconds = 0;      // blocked on gathers
+};
+
+class ShardedParams : public GatherOnUseOwner {
+ public:
+  // Collective. `params` are in flat order, every rank's holding the same values (the engine
+  // broadcasts rank 0's first); `segment_starts` cut them into segments (ShardLayout). With
+  // `init`, segments partitioned at construction take their slices from it.
+  static absl::StatusOr<std::unique_ptr<ShardedParams>> Create(
+      const NamedTensors& params, const std::vector<int>& segment_starts,
+      comm::ProcessGroup* group, int64_t bucket_numel, const Stage3Options& options,
+      const ShardedInit* init = nullptr);
+  ~ShardedParams() override;
+
+  const FlatParams& flat_params() const { return *flat_; }
+  const ShardLayout& layout() const { return flat_->layout(); }
+  const at::Tensor& shard() const { return shard_; }  // shard_numel(), the model's dtype
+  bool persistent(int segment) const { return segments_[segment].persistent; }
+  int SegmentOf(int param) const { return segment_of_[param]; }
+  const std::vector<int64_t>& FullShape(int param) const { return shapes_[param]; }
+  GatherStats stats() const { return stats_; }
+  void ResetPeak() { stats_.peak_live_numel = stats_.live_numel; }
+  bool in_iteration() const { return current_ >= 0; }  // a segment was used since EndIteration
+
+  // Windows nest; the first open gives parameters their full shape.
+  void OpenWindow();
+  void CloseWindow();
+  // Ends an iteration of the use order: releases every non-persistent segment.
+  absl::Status EndIteration();
+  // The shard changed (optimizer step, loaded checkpoint, written-back parameters): drops every
+  // gathered copy and gathers the persistent segments again. Collective.
+  absl::Status Refresh();
+  // Gathers the segments of these parameters and keeps them (full shape, readable, writable)
+  // until Unpin. Collective.
+  absl::Status Pin(const std::vector<int>& params);
+  void Unpin(const std::vector<int>& params);
+  // Copies a pinned (or persistent) parameter's full values into this rank's shard.
+  absl::Status WriteBack(int param);
+
+  void Use(const std::vector<int>& params) override;
+
+ private:
+  enum class State { kReleased, kInFlight, kResident };
+  struct Segment {
+    int64_t begin = 0, numel = 0;  // flat range, padded
+    int64_t real_numel = 0;
+    bool persistent = false;
+    State state = State::kReleased;
+    at::Tensor buffer;
+    std::vector<comm::Work> works;
+    int pins = 0;
+  };
+
+  ShardedParams(comm::ProcessGroup* group, const Stage3Options& options)
+      : group_(group), options_(options) {}
+  absl::Status Init(const NamedTensors& params, const ShardedInit* init);
+  // Segment s's slices from a part ShardedInit cut, after checking it holds the same parameters.
+  absl::Status AdoptPart(int s, const ShardedInit::Part& part);
+  void StartGather(int segment, bool prefetch);
+  absl::Status Finish(int segment);  // waits for its gather and points its parameters into it
+  absl::Status Release(int segment);
+  // Releases other segments, farthest next use first, until `numel` more fit the live budget.
+  absl::Status MakeRoom(int64_t numel, const std::vector<int>& keep);
+  void Prefetch(const std::vector<int>& keep);
+  absl::Status UseOne(int segment, const std::vector<int>& keep);
+  void SetShapes(bool full);
+  bool Readable(int segment) const;
+  std::string Describe(int param) const;
+
+  comm::ProcessGroup* group_;
+  Stage3Options options_;
+  std::unique_ptr<FlatParams> flat_;
+  std::unique_ptr<FetchOrder> order_;
+  at::Tensor shard_;
+  std::vector<Segment> segments_;
+  std::vector<int> segment_of_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<c10::Storage> storages_;  // per parameter; empty for persistent ones
+  std::vector<at::Tensor> full_, empty_;  // per parameter: its two headers on that storage
+  int windows_ = 0;
+  int current_ = -1;  // the segment the last operator read
+  absl::Status failed_;
+  GatherStats stats_;
+};
+
+}  // namespace zerotrain::partition

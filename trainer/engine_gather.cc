@@ -1,0 +1,123 @@
+// The Engine's parameter access: the forward scope stage 3 reads parameters in, and
+// GatheredParameters (deepspeed.zero.GatheredParameters) for reading or changing chosen
+// parameters outside forward, at any stage.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "tools/status_macros.h"
+#include "trainer/engine.h"
+
+namespace zerotrain::trainer {
+
+Engine::ForwardScope Engine::BeginForward() {
+  if (sharded_) {
+    // A forward whose predecessor had no backward (evaluation) ends that iteration here.
+    if (sharded_->in_iteration()) (void)sharded_->EndIteration();
+    sharded_->OpenWindow();
+  }
+  return ForwardScope(sharded_.get());
+}
+
+Engine::ForwardScope::~ForwardScope() {
+  if (params_ != nullptr) params_->CloseWindow();
+}
+
+std::vector<int64_t> Engine::ParamShape(int i) const {
+  if (sharded_) return sharded_->FullShape(i);
+  return flat_->params()[i].second.sizes().vec();
+}
+
+std::vector<int64_t> Engine::FullShape(const at::Tensor& param) const {
+  auto it = param_index_.find(param.unsafeGetTensorImpl());
+  if (it == param_index_.end()) return param.sizes().vec();
+  return ParamShape(it->second);
+}
+
+partition::GatherStats Engine::gather_stats() const {
+  return sharded_ ? sharded_->stats() : partition::GatherStats();
+}
+
+absl::StatusOr<std::unique_ptr<Engine::GatheredParameters>> Engine::GatherParameters(
+    const std::vector<at::Tensor>& params, int modifier_rank) {
+  const std::string where = absl::StrCat("GatheredParameters on rank ", group_->rank(), ": ");
+  if (modifier_rank < -1 || modifier_rank >= group_->world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "modifier_rank ", modifier_rank,
+                                                   " is not -1 or a rank below ",
+                                                   group_->world_size()));
+  }
+  std::vector<int> indices;
+  for (size_t k = 0; k < params.size(); ++k) {
+    auto it = param_index_.find(params[k].unsafeGetTensorImpl());
+    if (it == param_index_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "tensor #", k, " is not a trainable parameter of the engine's module"));
+    }
+    indices.push_back(it->second);
+  }
+  if (sharded_) {
+    absl::Status s = sharded_->Pin(indices);
+    if (!s.ok()) {
+      sharded_->Unpin(indices);
+      return absl::Status(s.code(), absl::StrCat(where, s.message()));
+    }
+  }
+  return std::unique_ptr<GatheredParameters>(
+      new GatheredParameters(this, std::move(indices), modifier_rank));
+}
+
+absl::Status Engine::GatheredParameters::Close() {
+  if (!open_) return absl::OkStatus();
+  open_ = false;
+  return engine_->CloseGathered(params_, modifier_rank_);
+}
+
+Engine::GatheredParameters::~GatheredParameters() {
+  absl::Status s = Close();
+  if (!s.ok()) std::fprintf(stderr, "zerotrain: %s\n", std::string(s.message()).c_str());
+}
+
+void Engine::MasterFromValues(int i, const at::Tensor& values) {
+  const partition::ShardLayout& layout = flat_params().layout();
+  if (options_.stage == 0) {
+    master_.narrow(0, layout.param_offset(i), layout.param_numel(i)).copy_(values);
+    return;
+  }
+  for (const partition::ParamPiece& piece : layout.PiecesOf(i)) {
+    if (piece.rank != group_->rank()) continue;
+    master_.narrow(0, piece.shard_offset, piece.numel)
+        .copy_(values.narrow(0, piece.param_offset, piece.numel));
+  }
+}
+
+absl::Status Engine::CloseGathered(const std::vector<int>& params, int modifier_rank) {
+  const std::string where = absl::StrCat("GatheredParameters on rank ", group_->rank(), ": ");
+  absl::Status status;
+  if (modifier_rank >= 0) {
+    auto make_everyones = [&]() -> absl::Status {
+      c10::NoGradGuard no_grad;
+      partition::SkipGatherOnUse skip;  // pinned, so resident: the raw tensors are read here
+      for (int i : params) {
+        at::Tensor p = flat_params().params()[i].second.detach();
+        at::Tensor flat = p.contiguous().view({-1});
+        ZT_RETURN_IF_ERROR(group_->Broadcast(flat, modifier_rank));
+        if (!p.is_contiguous()) p.copy_(flat.view(p.sizes()));
+        if (sharded_) ZT_RETURN_IF_ERROR(sharded_->WriteBack(i));
+        if (!master_aliases_params_) MasterFromValues(i, flat.to(at::kFloat));
+      }
+      return absl::OkStatus();
+    };
+    try {
+      status = make_everyones();
+    } catch (const c10::Error& e) {
+      status = absl::InternalError(e.what_without_backtrace());
+    }
+  }
+  if (sharded_) sharded_->Unpin(params);
+  if (!status.ok()) return absl::Status(status.code(), absl::StrCat(where, status.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::trainer
