@@ -18,9 +18,11 @@ using comm::ReduceOp;
 
 namespace {
 
-// Stage 2 keeps at most this many bucket reductions (and their staging) in flight; the hook that
-// would exceed it first waits for the oldest, as DeepSpeed's double-buffered buckets do.
-constexpr size_t kMaxStagedInFlight = 2;
+// Stage 2 keeps at most this many full-size buckets' worth of reductions (and their staging) in
+// flight; the hook that would exceed it first waits for the oldest, as DeepSpeed's double-
+// buffered buckets do. Counted in elements, so that the small buckets of stage 3's per-submodule
+// segments do not each become a point where backward waits.
+constexpr int64_t kStagedBucketsInFlight = 2;
 
 // Runs right after autograd has accumulated a parameter's gradient into .grad: hands it to the
 // reducer, which copies it out and drops .grad, so the parameters' gradients never all exist at
@@ -213,14 +215,20 @@ void GradientReducer::Launch(int bucket) {
   if (options_.stage == 2) {
     launch.after.push_back([this, bucket] { staging_[bucket] = at::Tensor(); });
   }
+  launch.numel = b.numel;
+  in_flight_numel_ += b.numel;
   pending_.push_back(std::move(launch));
-  if (options_.stage == 2) Drain(kMaxStagedInFlight);
+  if (options_.stage == 2) {
+    const int64_t budget = kStagedBucketsInFlight * params_->layout().bucket_numel();
+    while (pending_.size() > 1 && in_flight_numel_ > budget) Drain(pending_.size() - 1);
+  }
 }
 
 void GradientReducer::Drain(size_t keep) {
   while (pending_.size() > keep) {
     PendingReduction p = std::move(pending_.front());
     pending_.pop_front();
+    in_flight_numel_ -= p.numel;
     absl::Status s = p.work.Wait();
     if (s.ok() && pending_error_.ok()) {
       try {

@@ -8,7 +8,7 @@
 //            into a gradient shard of shard_numel() elements; the staging is then freed, so no
 //            full-size gradient buffer outlives the reduction.
 // With overlap_comm a bucket's reduction starts from the hook of its last gradient, while backward
-// still runs; otherwise all of them start once backward has finished. The hooks run after autograd
+// still runs (stage 2: at most two full buckets' worth in flight); otherwise all of them start once backward has finished. The hooks run after autograd
 // accumulates each gradient (post-accumulate-grad hooks, one per parameter, which this class
 // owns): they copy the gradient out and drop the parameter's .grad at once.
 #pragma once
@@ -93,8 +93,10 @@ class GradientReducer {
   struct PendingReduction {
     comm::Work work;
     std::vector<std::function<void()>> after;  // copy-outs, once the work is done
+    int64_t numel = 0;
   };
   std::deque<PendingReduction> pending_;
+  int64_t in_flight_numel_ = 0;
   absl::Status pending_error_;
   absl::Status hook_error_;
   double last_comm_seconds_ = 0;

@@ -82,4 +82,11 @@ const ShardedInit::Part* ShardedInit::PartOf(const at::Tensor& param) const {
   return it == part_of_.end() ? nullptr : &parts_[it->second];
 }
 
+std::vector<int64_t> ShardedInit::FullShapeOf(const at::Tensor& param) const {
+  const Part* part = PartOf(param);
+  if (part == nullptr) return param.sizes().vec();
+  const auto it = std::find(part->params.begin(), part->params.end(), param.unsafeGetTensorImpl());
+  return part->shapes[it - part->params.begin()];
+}
+
 }  // namespace zerotrain::partition

@@ -46,6 +46,8 @@ class ShardedInit {
   };
   // The part holding `param`, or null when it was not partitioned here (or stayed whole).
   const Part* PartOf(const at::Tensor& param) const;
+  // The full shape of a parameter partitioned here (its tensor now holds nothing).
+  std::vector<int64_t> FullShapeOf(const at::Tensor& param) const;
   int64_t bucket_numel() const { return bucket_numel_; }
   int64_t shard_bytes() const { return shard_bytes_; }  // slices held, all parts
 

@@ -34,13 +34,8 @@ absl::StatusOr<std::unique_ptr<ShardedParams>> ShardedParams::Create(
     const ShardedInit* init) {
   std::vector<int64_t> numels;
   for (const auto& [name, p] : params) {
-    const ShardedInit::Part* part = init ? init->PartOf(p) : nullptr;
-    int64_t n = p.numel();
-    if (part != nullptr) {
-      const auto it = std::find(part->params.begin(), part->params.end(), p.unsafeGetTensorImpl());
-      n = 1;
-      for (int64_t d : part->shapes[it - part->params.begin()]) n *= d;
-    }
+    int64_t n = 1;
+    for (int64_t d : init ? init->FullShapeOf(p) : p.sizes().vec()) n *= d;
     numels.push_back(n);
   }
   ZT_ASSIGN_OR_RETURN(FlatParams flat, FlatParams::Describe(params, group->world_size(),
@@ -114,8 +109,7 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
     at::Tensor p = params[i].second;
     const ShardedInit::Part* part = init ? init->PartOf(p) : nullptr;
     if (part != nullptr) {
-      const auto it = std::find(part->params.begin(), part->params.end(), p.unsafeGetTensorImpl());
-      shapes_.push_back(part->shapes[it - part->params.begin()]);
+      shapes_.push_back(init->FullShapeOf(p));
       const int s = segment_of_[i];
       const int first = layout.SegmentFirstParam(s);
       if (init->PartOf(params[first].second) != part) {
@@ -269,7 +263,7 @@ absl::Status ShardedParams::MakeRoom(int64_t numel, const std::vector<int>& keep
   return absl::OkStatus();
 }
 
-void ShardedParams::Prefetch(const std::vector<int>& keep) {
+void ShardedParams::Prefetch() {
   if (options_.prefetch_numel <= 0) return;
   for (int s : order_->Upcoming(options_.prefetch_numel)) {
     const Segment& seg = segments_[s];
@@ -305,7 +299,7 @@ absl::Status ShardedParams::UseOne(int segment, const std::vector<int>& keep) {
     const int64_t d = order_->ReuseDistance(previous);
     if (d < 0 || d > options_.max_reuse_distance) ZT_RETURN_IF_ERROR(Release(previous));
   }
-  Prefetch(keep);
+  Prefetch();
   return absl::OkStatus();
 }
 
@@ -349,34 +343,59 @@ absl::Status ShardedParams::Refresh() {
     }
   }
   ZT_RETURN_IF_ERROR(EndIteration());
+  // One all-gather for all persistent buckets (they are small and many: one per LayerNorm):
+  // this rank's slices packed end to end, gathered, and unpacked per rank into each bucket.
   const ShardLayout& layout = flat_->layout();
-  std::vector<comm::Work> works;
+  const int world = layout.world_size();
+  std::vector<std::pair<int, int>> buckets;  // (segment, bucket)
+  int64_t packed = 0;
   for (int s = 0; s < static_cast<int>(segments_.size()); ++s) {
     Segment& seg = segments_[s];
     if (!seg.persistent) continue;
-    const bool first = !seg.buffer.defined();
-    if (first) seg.buffer = at::empty({seg.numel}, shard_.options());
-    for (int k = layout.SegmentFirstBucket(s); k < layout.SegmentEndBucket(s); ++k) {
-      const LayoutBucket& b = layout.buckets()[k];
-      works.push_back(group_->AllGatherAsync(shard_.narrow(0, b.shard_offset, b.slice),
-                                             seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
+    if (!seg.buffer.defined()) {
+      seg.buffer = at::empty({seg.numel}, shard_.options());
+      SkipGatherOnUse skip;
+      for (int p = layout.SegmentFirstParam(s); p < layout.SegmentEndParam(s); ++p) {
+        at::Tensor param = flat_->params()[p].second;
+        param.set_data(seg.buffer.narrow(0, layout.param_offset(p) - seg.begin,
+                                         layout.param_numel(p)).view(shapes_[p]));
+      }
     }
     seg.state = State::kResident;
-    if (!first) continue;
-    SkipGatherOnUse skip;
-    for (int p = layout.SegmentFirstParam(s); p < layout.SegmentEndParam(s); ++p) {
-      at::Tensor param = flat_->params()[p].second;
-      param.set_data(seg.buffer.narrow(0, layout.param_offset(p) - seg.begin, layout.param_numel(p))
-                         .view(shapes_[p]));
+    for (int k = layout.SegmentFirstBucket(s); k < layout.SegmentEndBucket(s); ++k) {
+      buckets.emplace_back(s, k);
+      packed += layout.buckets()[k].slice;
     }
   }
-  absl::Status s = comm::WaitAll(works);
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("ZeRO stage 3: gathering the persistent "
-                                               "parameters on rank ", group_->rank(), ": ",
-                                               s.message()));
+  if (buckets.empty()) return absl::OkStatus();
+  at::Tensor in = at::empty({packed}, shard_.options());
+  at::Tensor out = at::empty({packed * world}, shard_.options());
+  int64_t at = 0;
+  for (const auto& [s, k] : buckets) {
+    const LayoutBucket& b = layout.buckets()[k];
+    in.narrow(0, at, b.slice).copy_(shard_.narrow(0, b.shard_offset, b.slice));
+    at += b.slice;
+  }
+  absl::Status st = group_->AllGather(in, out);
+  if (!st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("ZeRO stage 3: gathering the persistent "
+                                                "parameters on rank ", group_->rank(), ": ",
+                                                st.message()));
+  }
+  for (int r = 0; r < world; ++r) {
+    at = 0;
+    for (const auto& [s, k] : buckets) {
+      const LayoutBucket& b = layout.buckets()[k];
+      segments_[s].buffer.narrow(0, b.begin - segments_[s].begin + r * b.slice, b.slice)
+          .copy_(out.narrow(0, r * packed + at, b.slice));
+      at += b.slice;
+    }
   }
   return absl::OkStatus();
+}
+
+void ShardedParams::PrefetchFirst() {
+  if (windows_ > 0) Prefetch();
 }
 
 absl::Status ShardedParams::Pin(const std::vector<int>& params) {

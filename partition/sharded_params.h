@@ -69,6 +69,9 @@ class ShardedParams : public GatherOnUseOwner {
   // Windows nest; the first open gives parameters their full shape.
   void OpenWindow();
   void CloseWindow();
+  // At the start of an iteration in a window: starts gathering the first segments the recorded
+  // order will use (within the prefetch budget), so the first one is not waited for in full.
+  void PrefetchFirst();
   // Ends an iteration of the use order: releases every non-persistent segment.
   absl::Status EndIteration();
   // The shard changed (optimizer step, loaded checkpoint, written-back parameters): drops every
@@ -105,7 +108,7 @@ class ShardedParams : public GatherOnUseOwner {
   absl::Status Release(int segment);
   // Releases other segments, farthest next use first, until `numel` more fit the live budget.
   absl::Status MakeRoom(int64_t numel, const std::vector<int>& keep);
-  void Prefetch(const std::vector<int>& keep);
+  void Prefetch();
   absl::Status UseOne(int segment, const std::vector<int>& keep);
   void SetShapes(bool full);
   bool Readable(int segment) const;

@@ -106,12 +106,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   }
   std::vector<ParamSignature> signature;
   for (const auto& [name, p] : named) {
-    std::vector<int64_t> shape = p.sizes().vec();
-    if (const partition::ShardedInit::Part* part = init ? init->PartOf(p) : nullptr) {
-      const auto it = std::find(part->params.begin(), part->params.end(), p.unsafeGetTensorImpl());
-      shape = part->shapes[it - part->params.begin()];
-    }
-    signature.push_back({name, shape, c10::toString(p.scalar_type())});
+    signature.push_back({name, init ? init->FullShapeOf(p) : p.sizes().vec(),
+                         c10::toString(p.scalar_type())});
   }
   ZT_RETURN_IF_ERROR(e->CheckRanksAgree(signature, local));
   // Stage 3 shards rank 0's values; stages 0-2 broadcast their flat buffer in one collective.

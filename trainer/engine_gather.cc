@@ -17,6 +17,7 @@ Engine::ForwardScope Engine::BeginForward() {
     // A forward whose predecessor had no backward (evaluation) ends that iteration here.
     if (sharded_->in_iteration()) (void)sharded_->EndIteration();
     sharded_->OpenWindow();
+    sharded_->PrefetchFirst();
   }
   return ForwardScope(sharded_.get());
 }

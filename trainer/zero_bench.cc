@@ -143,16 +143,28 @@ int RunRank(int steps) {
   // The stages take turns step by step, so drift on this shared machine hits all of them alike.
   std::vector<std::unique_ptr<Stage>> stages;
   for (auto [stage, rs] : {std::pair{0, true}, {1, true}, {2, true}, {1, false}, {2, false},
-                           {3, true}}) {
+                           {3, true}, {3, false}}) {
     stages.push_back(MakeStage(stage, rs, /*prefetch=*/true, group->get()));
   }
-  stages.push_back(MakeStage(3, true, /*prefetch=*/false, group->get()));
+  stages.push_back(MakeStage(3, false, /*prefetch=*/false, group->get()));
   for (int i = 0; i < 2 + steps; ++i) {
     for (auto& s : stages) TimedStep(*s, group->get(), /*record=*/i >= 2);
   }
   if ((*group)->rank() == 0) {
     const double stage0 = SamplesPerSecond(*stages[0], group->get());
     for (const auto& s : stages) PrintStage(*s, group->get(), stage0);
+    std::printf("\n");
+    const double rounds = 2.0 + steps;
+    for (const auto& s : stages) {
+      if (s->stage != 3) continue;
+      const partition::GatherStats g = s->engine->gather_stats();
+      std::printf("stage 3 (%s, prefetch %s), rank 0, per step: %.1f segment gathers, %.1f of them "
+                  "prefetched, %.0f ms waiting for gathers; peak %.1f MiB gathered at once, "
+                  "%.1f MiB persistent\n",
+                  s->reduce_scatter ? "reduce-scatter" : "all-reduce", s->prefetch ? "on" : "off",
+                  g.gathers / rounds, g.prefetches / rounds, 1e3 * g.wait_seconds / rounds,
+                  g.peak_live_numel * 4.0 / (1024 * 1024), g.persistent_numel * 4.0 / (1024 * 1024));
+    }
   }
   return 0;
 }
