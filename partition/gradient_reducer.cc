@@ -1,4 +1,4 @@
-// Bucketed gradient reduction for ZeRO stages 0-2 (see gradient_reducer.h).
+// Bucketed gradient reduction for ZeRO stages 0-3 (see gradient_reducer.h).
 #include "partition/gradient_reducer.h"
 
 #include <ATen/ATen.h>

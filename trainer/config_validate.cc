@@ -37,7 +37,7 @@ absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
   }
   if (pd != "none") {
     return NotYet("zero_optimization.offload_param.device", Quoted(pd),
-                  "parameter offload needs ZeRO stage 3 and is not implemented yet (issues 6, 8)");
+                  "parameter offload is not implemented yet (issue 8)");
   }
   if (z.zero_quantized_weights() || z.zero_quantized_gradients()) {
     return NotYet(z.zero_quantized_weights() ? "zero_optimization.zero_quantized_weights"
