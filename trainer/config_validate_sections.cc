@@ -80,6 +80,7 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   run->sample_tokens = r.sample_tokens();
   run->save_interval = r.save_interval();
   run->resume_from = r.resume_from();
+  run->check_calls = r.check_calls();
   return absl::OkStatus();
 }
 

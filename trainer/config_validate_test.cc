@@ -143,7 +143,8 @@ TEST(ConfigValidate, MonitorsCommsAndRun) {
     tensorboard { enabled: true job_name: "j" }
     csv_monitor { enabled: true output_path: "/tmp/csv" job_name: "j" }
     comms_logger { enabled: true prof_all: false prof_ops: ["all_gather_into_tensor"] }
-    run { steps: 7 output_dir: "/tmp/out" eval_interval: 2 eval_iters: 3 sample_tokens: 0 })");
+    run { steps: 7 output_dir: "/tmp/out" eval_interval: 2 eval_iters: 3 sample_tokens: 0
+          check_calls: false })");
   EXPECT_TRUE(c.metrics.tensorboard);
   EXPECT_EQ(c.metrics.tensorboard_output_path, "/tmp/out");
   EXPECT_EQ(c.metrics.csv_output_path, "/tmp/csv");
@@ -154,6 +155,8 @@ TEST(ConfigValidate, MonitorsCommsAndRun) {
   EXPECT_EQ(c.run.steps_per_print, 3);
   EXPECT_TRUE(c.run.wall_clock_breakdown);
   EXPECT_EQ(c.run.eval_interval, 2);
+  EXPECT_FALSE(c.run.check_calls);
+  EXPECT_TRUE(Valid("").run.check_calls);  // on unless turned off
 }
 
 TEST(ConfigValidate, BadValuesNameFieldAndValue) {

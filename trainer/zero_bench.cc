@@ -123,18 +123,21 @@ void PrintStage(const Stage& s, comm::ProcessGroup* group, double stage0_samples
               b.optimizer_states / mib, b.total() / mib, s.engine->formula_bytes() / mib);
 }
 
-int RunRank(int steps) {
+int RunRank(int steps, bool check_calls) {
   auto info = comm::RendezvousFromEnv();
   Check(info.status());
-  auto group = comm::ProcessGroup::Create(*info, {});
+  comm::GroupOptions go;
+  go.check_calls = check_calls;
+  auto group = comm::ProcessGroup::Create(*info, go);
   Check(group.status());
   if ((*group)->rank() == 0) {
     int64_t numel = 0;
     for (const auto& p : MakeModel()->parameters()) numel += p.numel();
     std::printf("zero_bench: %lld parameters, %d ranks, fp32, micro batch %lld x seq %lld, "
-                "AdamW, buckets 4M elements, overlap_comm on\n\n",
+                "AdamW, buckets 4M elements, overlap_comm on, comm call check %s\n\n",
                 static_cast<long long>(numel), (*group)->world_size(),
-                static_cast<long long>(kMicro), static_cast<long long>(kSeq));
+                static_cast<long long>(kMicro), static_cast<long long>(kSeq),
+                check_calls ? "on" : "off");
     std::printf("| stage | gradient reduction | samples/s | vs stage 0 | forward ms | "
                 "backward ms | bwd comm ms | step ms | all-gather ms | params MiB | grads MiB | "
                 "master MiB | optim MiB | total MiB | formula MiB |\n"
@@ -174,22 +177,27 @@ int RunRank(int steps) {
 
 int main(int argc, char** argv) {
   int world = 2, steps = 5;
+  bool check_calls = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     bool ok = false;
     if (a.rfind("--world=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &world) && world > 0;
     if (a.rfind("--steps=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &steps) && steps > 0;
+    if (a == "--no_call_check") ok = !(check_calls = false);
     if (!ok) {
-      std::fprintf(stderr, "zero_bench: bad flag %s (--world=N --steps=N)\n", a.c_str());
+      std::fprintf(stderr, "zero_bench: bad flag %s (--world=N --steps=N --no_call_check)\n",
+                   a.c_str());
       return 2;
     }
   }
   if (std::getenv("RANK") != nullptr) {
     zerotrain::comm::DieWithLauncher();
-    return zerotrain::trainer::RunRank(steps);
+    return zerotrain::trainer::RunRank(steps, check_calls);
   }
+  std::vector<std::string> args = {absl::StrCat("--steps=", steps)};
+  if (!check_calls) args.push_back("--no_call_check");
   absl::Status s = zerotrain::comm::LaunchRanks(
-      {.nproc_per_node = world, .master_port = 29750, .args = {absl::StrCat("--steps=", steps)}});
+      {.nproc_per_node = world, .master_port = 29750, .args = args});
   if (!s.ok()) {
     std::fprintf(stderr, "zero_bench: %s\n", std::string(s.message()).c_str());
     return 1;
