@@ -4,7 +4,8 @@
 // a hang, or Gloo's process abort on a size mismatch.
 //
 // The exchange runs on a TcpMesh of its own: one 48-byte message to and from each peer, sent and
-// received on the calling thread, so the check costs one round trip and no thread hand-offs. A
+// received on the thread that calls Agree (ProcessGroup's launcher thread with Gloo), so the
+// check costs one round trip and no further thread hand-offs. A
 // peer that exits closes its connections, so the others learn of it at their next call.
 #pragma once
 

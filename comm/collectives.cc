@@ -39,7 +39,9 @@ Work ProcessGroup::AllReduceAsync(at::Tensor tensor, ReduceOp op) {
   if (valid.ok()) valid = CheckReduce(tensor, op);
   std::vector<Work::Step> after;
   if (valid.ok()) AddAverage(after, op, tensor, world_size_);
-  return Issue(desc, valid, [&] { return backend_->AllReduce(tensor, OnWire(op)); },
+  // Launches may run later, on the launcher thread: they hold their own tensor handles.
+  return Issue(desc, valid,
+               [this, tensor, op]() mutable { return backend_->AllReduce(tensor, OnWire(op)); },
                std::move(after));
 }
 
@@ -69,7 +71,10 @@ Work ProcessGroup::ReduceScatterAsync(at::Tensor input, at::Tensor output, Reduc
     }
     AddAverage(after, op, recv, world_size_);
   }
-  return Issue(desc, valid, [&] { return backend_->ReduceScatter(send, recv, OnWire(op)); },
+  return Issue(desc, valid,
+               [this, send, recv, op]() mutable {
+                 return backend_->ReduceScatter(send, recv, OnWire(op));
+               },
                std::move(after));
 }
 
@@ -100,7 +105,9 @@ Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
       });
     }
   }
-  return Issue(desc, valid, [&] { return backend_->AllGather(send, recv); }, std::move(after));
+  return Issue(desc, valid,
+               [this, send, recv]() mutable { return backend_->AllGather(send, recv); },
+               std::move(after));
 }
 
 Work ProcessGroup::BroadcastAsync(at::Tensor tensor, int root) {
@@ -111,12 +118,13 @@ Work ProcessGroup::BroadcastAsync(at::Tensor tensor, int root) {
     valid = absl::InvalidArgumentError(
         absl::StrCat("broadcast root ", root, " is not a rank of ", world_size_));
   }
-  return Issue(desc, valid, [&] { return backend_->Broadcast(tensor, root); }, {});
+  return Issue(desc, valid,
+               [this, tensor, root]() mutable { return backend_->Broadcast(tensor, root); }, {});
 }
 
 Work ProcessGroup::BarrierAsync() {
   const OpDesc desc = NextOp(CollectiveKind::kBarrier, at::kByte, 0, ReduceOp::kSum, 0);
-  return Issue(desc, absl::OkStatus(), [&] { return backend_->Barrier(); }, {});
+  return Issue(desc, absl::OkStatus(), [this] { return backend_->Barrier(); }, {});
 }
 
 absl::Status ProcessGroup::AllReduce(at::Tensor tensor, ReduceOp op) {

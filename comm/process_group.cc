@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 
@@ -105,7 +106,12 @@ ProcessGroup::ProcessGroup(int rank, int world_size, GroupOptions options,
       options_(std::move(options)),
       backend_(std::move(backend)),
       check_(std::move(check)),
-      failure_(std::make_shared<FailureState>()) {}
+      failure_(std::make_shared<FailureState>()) {
+  // NCCL launches stay on the caller's thread, where its CUDA device and stream are set.
+  if (check_ && options_.backend == BackendKind::kGloo) {
+    launcher_ = std::make_unique<SerialExecutor>();
+  }
+}
 
 ProcessGroup::~ProcessGroup() = default;
 
@@ -145,6 +151,42 @@ absl::Status ProcessGroup::CheckTensor(const at::Tensor& t, const char* what) co
   return absl::OkStatus();
 }
 
+// What the launcher thread hands back for one op: whether its check and launch succeeded, and the
+// step that waits for the transfer.
+class ProcessGroup::Launched {
+ public:
+  void Finish(absl::Status status, Work::Step step) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = std::move(status);
+      step_ = std::move(step);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Waits for the launch, then for the transfer.
+  absl::Status Run(std::chrono::milliseconds limit) {
+    Work::Step step;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "the call check and launch did not finish within ", limit.count(), " ms"));
+      }
+      if (!status_.ok()) return status_;
+      step = step_;
+    }
+    return step ? step() : absl::OkStatus();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  absl::Status status_;
+  Work::Step step_;
+};
+
 Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
                          const std::function<absl::StatusOr<Work::Step>()>& launch,
                          std::vector<Work::Step> after) {
@@ -171,18 +213,51 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
   }
   // A bad argument sends nothing, so it leaves the group usable.
   if (!valid.ok()) return Work(op, {[valid] { return valid; }}, nullptr);
-  if (check_) {
-    // The check completes before the transfer starts: Gloo aborts the whole process when a
-    // transfer's sizes disagree between ranks, so a disagreement must be caught first.
-    absl::Status agreed = check_->Agree(op);
-    if (!agreed.ok()) return failed(agreed);
-  }
   std::vector<Work::Step> steps;
   const auto start = std::chrono::steady_clock::now();
-  if (op.numel > 0 || op.kind == CollectiveKind::kBarrier) {
-    auto step = launch();
-    if (!step.ok()) return failed(step.status());
-    steps.push_back(*std::move(step));
+  const bool transfers = op.numel > 0 || op.kind == CollectiveKind::kBarrier;
+  if (launcher_) {
+    // The check completes before the transfer starts, as below, but on the launcher thread; the
+    // Work's first step waits for both. An op queued behind a failure does not start.
+    auto launched = std::make_shared<Launched>();
+    launcher_->Post([this, op, launch, transfers, failure, sink, launched] {
+      absl::Status s;
+      {
+        std::lock_guard<std::mutex> lock(failure->mu);
+        if (!failure->first.ok()) {
+          s = absl::FailedPreconditionError(absl::StrCat(
+              "the group is unusable after an earlier failure: ", failure->first.message()));
+        }
+      }
+      const bool was_usable = s.ok();
+      if (s.ok()) s = check_->Agree(op);
+      Work::Step step;
+      if (s.ok() && transfers) {
+        auto started = launch();
+        if (started.ok()) {
+          step = *std::move(started);
+        } else {
+          s = started.status();
+        }
+      }
+      if (!s.ok() && was_usable) sink(WithOpContext(op, s));
+      launched->Finish(s, std::move(step));
+    });
+    // Bounded: the check gives up after the timeout, and a launch only enqueues.
+    const auto limit = 2 * options_.timeout + std::chrono::seconds(10);
+    steps.push_back([launched, limit] { return launched->Run(limit); });
+  } else {
+    if (check_) {
+      // The check completes before the transfer starts: Gloo aborts the whole process when a
+      // transfer's sizes disagree between ranks, so a disagreement must be caught first.
+      absl::Status agreed = check_->Agree(op);
+      if (!agreed.ok()) return failed(agreed);
+    }
+    if (transfers) {
+      auto step = launch();
+      if (!step.ok()) return failed(step.status());
+      steps.push_back(*std::move(step));
+    }
   }
   for (Work::Step& s : after) steps.push_back(std::move(s));
   if (options_.log_ops) {

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "comm/comm_log.h"
 #include "comm/rendezvous.h"
+#include "comm/serial_executor.h"
 #include "comm/types.h"
 #include "comm/work.h"
 
@@ -33,7 +34,8 @@ struct GroupOptions {
   // Before each op the ranks compare (sequence number, op, reduction, dtype, count, root) on a
   // side channel, and the transfer starts only if they agree; a disagreement fails the op on every
   // rank with both calls named, instead of corrupting data, hanging, or (Gloo) aborting the
-  // process. It costs one small all-gather round trip per op, spent inside the *Async call.
+  // process. It costs one small all-gather round trip per op; with Gloo it runs on the group's
+  // launcher thread, so *Async calls return without waiting for the peers (docs/COMM.md).
   bool check_calls = true;
   // Record bytes and time of every op (see CommLog).
   bool log_ops = false;
@@ -75,13 +77,15 @@ class ProcessGroup {
 
  private:
   struct FailureState;
+  class Launched;
   ProcessGroup(int rank, int world_size, GroupOptions options, std::unique_ptr<Backend> backend,
                std::unique_ptr<CallCheck> check);
 
   OpDesc NextOp(CollectiveKind kind, at::ScalarType dtype, int64_t numel, ReduceOp reduce,
                 int root);
-  // Validates, starts the call check, launches `launch` (skipped for empty buffers) and wraps the
-  // steps into a Work.
+  // Validates, runs the call check, launches `launch` (skipped for empty buffers) and wraps the
+  // steps into a Work. With a launcher the check and launch happen there and the Work's first step
+  // waits for them, so `launch` must own what it uses.
   Work Issue(const OpDesc& op, absl::Status valid,
              const std::function<absl::StatusOr<Work::Step>()>& launch,
              std::vector<Work::Step> after);
@@ -95,6 +99,10 @@ class ProcessGroup {
   std::shared_ptr<FailureState> failure_;
   std::shared_ptr<CommLog> log_ = std::make_shared<CommLog>();
   uint64_t next_seq_ = 0;
+  // Gloo with the call check: each op's check and launch run here, in issue order, so an *Async
+  // call returns without waiting for the peers to reach the same call (which would make every
+  // launch a rendezvous). Declared last: destroyed first, after running what is queued.
+  std::unique_ptr<SerialExecutor> launcher_;
 };
 
 }  // namespace zerotrain::comm
