@@ -86,6 +86,11 @@ int ShardLayout::SegmentEndParam(int s) const {
   return s + 1 < num_segments() ? segment_starts_[s] : num_params();
 }
 
+int64_t ShardLayout::SegmentNumel(int s) const {
+  const LayoutBucket& last = buckets_[SegmentEndBucket(s) - 1];
+  return last.begin + last.numel - SegmentBegin(s);
+}
+
 int ShardLayout::BucketOf(int64_t index) const {
   if (segment_starts_.empty()) return static_cast<int>(index / bucket_numel_);
   // Buckets are not all the same size once segments cut them; they are sorted by begin.

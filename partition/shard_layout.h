@@ -60,6 +60,9 @@ class ShardLayout {
   int SegmentEndParam(int s) const;
   int SegmentFirstBucket(int s) const { return segment_buckets_[s]; }
   int SegmentEndBucket(int s) const { return segment_buckets_[s + 1]; }
+  // Segment s's flat range: its buckets end to end, padding included.
+  int64_t SegmentBegin(int s) const { return buckets_[SegmentFirstBucket(s)].begin; }
+  int64_t SegmentNumel(int s) const;
   int64_t shard_numel() const { return padded_numel_ / world_size_; }
   int64_t param_offset(int i) const { return param_offsets_[i]; }
   int64_t param_numel(int i) const { return param_numels_[i]; }

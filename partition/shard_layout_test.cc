@@ -48,6 +48,12 @@ TEST_P(ShardLayoutTest, EveryElementOwnedExactlyOnce) {
   }
   EXPECT_EQ(layout->SegmentEndBucket(layout->num_segments() - 1),
             static_cast<int>(layout->buckets().size()));
+  int64_t segments_numel = 0;
+  for (int s = 0; s < layout->num_segments(); ++s) {
+    EXPECT_EQ(layout->SegmentBegin(s), segments_numel);
+    segments_numel += layout->SegmentNumel(s);
+  }
+  EXPECT_EQ(segments_numel, layout->padded_numel());
 
   // Buckets tile [0, padded) and each is a multiple of the world size.
   int64_t at = 0;

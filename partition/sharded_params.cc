@@ -82,10 +82,8 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
   segment_of_.assign(params.size(), 0);
   for (int s = 0; s < layout.num_segments(); ++s) {
     Segment seg;
-    const LayoutBucket& first = layout.buckets()[layout.SegmentFirstBucket(s)];
-    const LayoutBucket& last = layout.buckets()[layout.SegmentEndBucket(s) - 1];
-    seg.begin = first.begin;
-    seg.numel = last.begin + last.numel - first.begin;
+    seg.begin = layout.SegmentBegin(s);
+    seg.numel = layout.SegmentNumel(s);
     for (int p = layout.SegmentFirstParam(s); p < layout.SegmentEndParam(s); ++p) {
       seg.real_numel += layout.param_numel(p);
       segment_of_[p] = s;

@@ -63,9 +63,7 @@ absl::StatusOr<std::string> ReadWriteAndBudget(Stage3Options o) {
   }
   int64_t largest = 0;
   for (int s = 0; s < layout.num_segments(); ++s) {
-    const LayoutBucket& f = layout.buckets()[layout.SegmentFirstBucket(s)];
-    const LayoutBucket& l = layout.buckets()[layout.SegmentEndBucket(s) - 1];
-    largest = std::max(largest, l.begin + l.numel - f.begin);
+    largest = std::max(largest, layout.SegmentNumel(s));
   }
   // Three iterations: a forward-like pass over a, b, c and a backward-like one over c, b, a.
   for (int it = 0; it < 3; ++it) {

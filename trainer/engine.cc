@@ -191,8 +191,7 @@ absl::Status Engine::BroadcastInitialState(const partition::NamedTensors& params
   try {
     c10::NoGradGuard no_grad;
     if (flat_) ZT_RETURN_IF_ERROR(group_->Broadcast(flat_->flat(), 0));
-    for (const auto& [name, p] : params) {
-      if (flat_) break;
+    for (const auto& [name, p] : flat_ ? partition::NamedTensors() : params) {
       // Partitioned at construction: ShardedInit broadcast rank 0's values then.
       if (options_.sharded_init != nullptr && options_.sharded_init->PartOf(p) != nullptr) continue;
       at::Tensor t = p.detach();

@@ -53,9 +53,7 @@ absl::Status TrainSteps(Engine& engine, testing::TestNet& net, ModelKind model, 
 int64_t LargestSegment(const partition::ShardLayout& layout) {
   int64_t largest = 0;
   for (int s = 0; s < layout.num_segments(); ++s) {
-    const auto& first = layout.buckets()[layout.SegmentFirstBucket(s)];
-    const auto& last = layout.buckets()[layout.SegmentEndBucket(s) - 1];
-    largest = std::max(largest, last.begin + last.numel - first.begin);
+    largest = std::max(largest, layout.SegmentNumel(s));
   }
   return largest;
 }
