@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "offload/swap_file.h"
 #include "trainer/config_validate_sections.h"
 
 namespace zerotrain::trainer {
@@ -46,8 +47,10 @@ absl::Status CommsFromConfig(const CommsLoggerConfig& c, CommsLoggerOptions* out
   return absl::OkStatus();
 }
 
-// aio only matters for NVMe offload (not implemented), but a bad value is still a mistake.
-absl::Status CheckAio(const AioConfig& a) {
+// aio → EngineOptions::offload_optimizer.aio, checked against what AsyncFileIO accepts (the swap
+// I/O of offload_optimizer.device "nvme"); checked whatever the device, as a bad value is still a
+// mistake.
+absl::Status AioFromConfig(const AioConfig& a, offload::AioOptions* out) {
   const std::pair<int64_t, const char*> sizes[] = {
       {a.block_size(), "aio.block_size"},
       {a.queue_depth(), "aio.queue_depth"},
@@ -58,6 +61,20 @@ absl::Status CheckAio(const AioConfig& a) {
       return absl::InvalidArgumentError(absl::StrCat(name, " = ", value, ": must be positive"));
     }
   }
+  if (a.block_size() % offload::kIoAlignment != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("aio.block_size = ", a.block_size(), ": must be a multiple of ",
+                     offload::kIoAlignment, " bytes (the O_DIRECT unit)"));
+  }
+  if (a.queue_depth() > 1024 || a.thread_count() > 1024 ||
+      a.queue_depth() * a.thread_count() > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("aio.queue_depth x aio.thread_count = ", a.queue_depth(), " x ",
+                     a.thread_count(), ": at most 1024 transfers in flight"));
+  }
+  out->block_size = a.block_size();
+  out->queue_depth = static_cast<int>(a.queue_depth());
+  out->thread_count = static_cast<int>(a.thread_count());
   return absl::OkStatus();
 }
 
@@ -89,7 +106,7 @@ absl::Status MonitorsFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
       !s.ok()) {
     return s;
   }
-  return CheckAio(c.aio());
+  return AioFromConfig(c.aio(), &out->engine.offload_optimizer.aio);
 }
 
 }  // namespace zerotrain::trainer

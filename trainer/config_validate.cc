@@ -2,6 +2,8 @@
 // sections (model, data, run, monitors) are in config_validate_sections.cc.
 #include "trainer/config_validate.h"
 
+#include <limits>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "tools/status_macros.h"
@@ -19,7 +21,8 @@ absl::Status NotYet(const std::string& path, const std::string& value, const std
 }
 std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
 
-// DeepSpeed features zerotrain does not have yet, when the config asks for them.
+// DeepSpeed features zerotrain does not have yet, when the config asks for them, and the offload
+// devices' spelling (offload_optimizer itself is OffloadToEngine's).
 absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
   const ZeroOptimizationConfig& z = c.zero_optimization();
   const std::string od = z.offload_optimizer().device(), pd = z.offload_param().device();
@@ -30,10 +33,6 @@ absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
   if (pd != "none" && pd != "cpu" && pd != "nvme") {
     return Invalid("zero_optimization.offload_param.device", Quoted(pd),
                    "expected none, cpu or nvme");
-  }
-  if (od != "none") {
-    return NotYet("zero_optimization.offload_optimizer.device", Quoted(od),
-                  "optimizer offload is not implemented yet (issue 8)");
   }
   if (pd != "none") {
     return NotYet("zero_optimization.offload_param.device", Quoted(pd),
@@ -94,13 +93,14 @@ absl::Status ZeroToEngine(const TrainerConfigProto& c, EngineOptions* e,
   if (z.stage() < 0 || z.stage() > 3) {
     return Invalid("zero_optimization.stage", absl::StrCat(z.stage()), "expected 0, 1, 2 or 3");
   }
-  // Capped so that bucket arithmetic (rounding up to the world size) cannot overflow; 2^40
-  // elements is terabytes, far beyond any bucket that makes sense.
+  // Capped so that bucket and sub-group arithmetic (rounding up to the world size, bytes) cannot
+  // overflow; 2^40 elements is terabytes, far beyond any bucket or sub-group that makes sense.
   constexpr int64_t kMaxBucket = int64_t{1} << 40;
   for (const auto& [name, value] :
        {std::pair<const char*, int64_t>{"zero_optimization.reduce_bucket_size",
                                         z.reduce_bucket_size()},
-        {"zero_optimization.allgather_bucket_size", z.allgather_bucket_size()}}) {
+        {"zero_optimization.allgather_bucket_size", z.allgather_bucket_size()},
+        {"zero_optimization.sub_group_size", z.sub_group_size()}}) {
     if (value <= 0 || value > kMaxBucket) {
       return Invalid(name, absl::StrCat(value), "must be in [1, 2^40] elements");
     }
@@ -116,6 +116,7 @@ absl::Status ZeroToEngine(const TrainerConfigProto& c, EngineOptions* e,
   e->reduce_bucket_size = z.reduce_bucket_size();
   e->allgather_bucket_size = z.allgather_bucket_size();
   e->ignore_unused_parameters = z.ignore_unused_parameters();
+  e->sub_group_size = z.sub_group_size();
   if (z.stage() == 3) {
     for (const auto& [name, value] :
          {std::pair<const char*, int64_t>{"zero_optimization.stage3_prefetch_bucket_size",
@@ -139,6 +140,45 @@ absl::Status ZeroToEngine(const TrainerConfigProto& c, EngineOptions* e,
   }
   e->gradient_clipping = c.gradient_clipping();
   return absl::OkStatus();
+}
+
+// zero_optimization.offload_optimizer → EngineOptions::offload_optimizer (its aio is copied with
+// the aio section, config_monitors.cc). With device "none" the rest of the section is ignored.
+absl::Status OffloadToEngine(const ZeroOptimizationConfig& z, EngineOptions* e,
+                             std::vector<std::string>* warnings) {
+  const OffloadOptimizerConfig& o = z.offload_optimizer();
+  if (o.device() == "none") return absl::OkStatus();
+  const std::string field = "zero_optimization.offload_optimizer.";
+  if (z.stage() == 0) {
+    return Invalid(field + "device", Quoted(o.device()),
+                   "optimizer offload needs zero_optimization.stage >= 1 (stage is 0)");
+  }
+  if (o.device() == "nvme" && o.nvme_path().empty()) {
+    return Invalid(field + "nvme_path", Quoted(o.nvme_path()),
+                   "device \"nvme\" needs a directory for the swap files");
+  }
+  if (o.buffer_count() < 1 || o.buffer_count() > std::numeric_limits<int>::max()) {
+    return Invalid(field + "buffer_count", absl::StrCat(o.buffer_count()),
+                   "must be >= 1 and < 2^31 (sub-groups held in host memory at once)");
+  }
+  if (o.ratio() != 1.0) {
+    return NotYet(field + "ratio", absl::StrCat(o.ratio()),
+                  "partial optimizer offload is not implemented (only 1.0)");
+  }
+  for (const auto& [name, on] : {std::pair<const char*, bool>{"pipeline_read", o.pipeline_read()},
+                                 {"pipeline_write", o.pipeline_write()}}) {
+    if (on) {
+      warnings->push_back(absl::StrCat(field, name,
+                                       " = true: ignored; zerotrain always overlaps the swap "
+                                       "reads and writes with the optimizer step"));
+    }
+  }
+  OptimizerOffloadOptions& out = e->offload_optimizer;
+  out.device = o.device() == "cpu" ? OffloadDevice::kCpu : OffloadDevice::kNvme;
+  out.pin_memory = o.pin_memory();
+  out.nvme_path = o.nvme_path();
+  out.buffer_count = static_cast<int>(o.buffer_count());
+  return absl::OkStatus();  // fast_init: swap files are preallocated and read as zeros
 }
 
 absl::Status PrecisionToEngine(const TrainerConfigProto& c, EngineOptions* e) {
@@ -172,6 +212,7 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   FillDefaults(&out.effective);
   ZT_RETURN_IF_ERROR(RejectUnimplemented(config));
   ZT_RETURN_IF_ERROR(ZeroToEngine(config, &out.engine, warnings));
+  ZT_RETURN_IF_ERROR(OffloadToEngine(config.zero_optimization(), &out.engine, warnings));
   ZT_RETURN_IF_ERROR(PrecisionToEngine(config, &out.engine));
   ZT_RETURN_IF_ERROR(OptimizerToEngine(config, &out.engine, &out.effective));
 

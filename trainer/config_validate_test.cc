@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "trainer/config_loader.h"
 
 namespace zerotrain::trainer {
@@ -95,6 +96,88 @@ TEST(ConfigValidate, ZeroAndPrecisionMapOntoEngineOptions) {
   EXPECT_TRUE(c.engine.fp16.consecutive_hysteresis);
   EXPECT_EQ(c.engine.fp16.min_loss_scale, 0.5);
   EXPECT_EQ(Valid("bf16 { enabled: true }").engine.precision, Precision::kBFloat16);
+}
+
+TEST(ConfigValidate, OptimizerOffloadMapsOntoEngineOptionsAtStages1To3) {
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE(stage);
+    const std::string zero = absl::StrCat("zero_optimization { stage: ", stage,
+                                          " sub_group_size: 1000 offload_optimizer { ");
+    TrainerConfig cpu = Valid(zero + R"(device: "cpu" pin_memory: true } })");
+    EXPECT_EQ(cpu.engine.offload_optimizer.device, OffloadDevice::kCpu);
+    EXPECT_TRUE(cpu.engine.offload_optimizer.pin_memory);
+    EXPECT_EQ(cpu.engine.sub_group_size, 1000);
+    std::vector<std::string> warnings;
+    TrainerConfig nvme = Valid(zero + R"(device: "nvme" nvme_path: "/local_nvme" buffer_count: 2
+                                         fast_init: true } }
+                                         aio { block_size: 262144 queue_depth: 4
+                                               thread_count: 2 })",
+                               &warnings);
+    const OptimizerOffloadOptions& o = nvme.engine.offload_optimizer;
+    EXPECT_EQ(o.device, OffloadDevice::kNvme);
+    EXPECT_FALSE(o.pin_memory);
+    EXPECT_EQ(o.nvme_path, "/local_nvme");  // not checked here: the engine does at Create
+    EXPECT_EQ(o.buffer_count, 2);
+    EXPECT_EQ(o.aio.block_size, 262144);
+    EXPECT_EQ(o.aio.queue_depth, 4);
+    EXPECT_EQ(o.aio.thread_count, 2);
+    EXPECT_TRUE(warnings.empty()) << warnings.front();  // fast_init has nothing to say
+  }
+  // Without the section: nothing offloaded, DeepSpeed's sub_group_size and aio, at any stage.
+  TrainerConfig none = Valid("zero_optimization { stage: 2 }");
+  EXPECT_EQ(none.engine.offload_optimizer.device, OffloadDevice::kNone);
+  EXPECT_EQ(none.engine.sub_group_size, 1000000000);
+  EXPECT_EQ(none.engine.offload_optimizer.aio.block_size, 1048576);
+  EXPECT_EQ(none.engine.offload_optimizer.aio.queue_depth, 8);
+  EXPECT_EQ(Valid("zero_optimization { stage: 0 sub_group_size: 7 }").engine.sub_group_size, 7);
+  // With device "none" the rest of the section is ignored, as DeepSpeed's templates carry it.
+  EXPECT_EQ(Valid(R"(zero_optimization { offload_optimizer { device: "none" buffer_count: 0
+                                                               ratio: 0.5 } })")
+                .engine.offload_optimizer.device,
+            OffloadDevice::kNone);
+}
+
+TEST(ConfigValidate, OptimizerOffloadErrorsNameTheField) {
+  using absl::StatusCode;
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 0 offload_optimizer { device: "cpu" } })"),
+              HasSubstr("zero_optimization.offload_optimizer.device = \"cpu\": optimizer "
+                        "offload needs zero_optimization.stage >= 1 (stage is 0)"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 3 offload_optimizer { device: "nvme" } })"),
+              HasSubstr("zero_optimization.offload_optimizer.nvme_path = \"\""));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2
+                        offload_optimizer { device: "nvme" nvme_path: "" } })"),
+              HasSubstr("zero_optimization.offload_optimizer.nvme_path = \"\""));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 1
+                        offload_optimizer { device: "cpu" buffer_count: 0 } })"),
+              HasSubstr("zero_optimization.offload_optimizer.buffer_count = 0: must be >= 1"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2
+                        offload_optimizer { device: "cpu" buffer_count: 4294967297 } })"),
+              HasSubstr("zero_optimization.offload_optimizer.buffer_count = 4294967297"));
+  EXPECT_THAT(Error("zero_optimization { stage: 2 sub_group_size: 0 }"),
+              HasSubstr("zero_optimization.sub_group_size = 0: must be in [1, 2^40] elements"));
+  EXPECT_THAT(
+      Error(R"(zero_optimization { stage: 2 offload_optimizer { device: "cpu" ratio: 0.5 } })",
+            StatusCode::kUnimplemented),
+      HasSubstr("zero_optimization.offload_optimizer.ratio = 0.5: partial optimizer "
+                "offload is not implemented"));
+  EXPECT_THAT(Error("aio { block_size: 1000 }"),
+              HasSubstr("aio.block_size = 1000: must be a multiple of 4096"));
+  EXPECT_THAT(Error("aio { queue_depth: 64 thread_count: 32 }"),
+              HasSubstr("aio.queue_depth x aio.thread_count = 64 x 32"));
+  EXPECT_THAT(Error("aio { thread_count: 4294967297 }"), HasSubstr("aio.queue_depth x "));
+}
+
+TEST(ConfigValidate, OffloadPipeliningIsAcceptedWithAWarning) {
+  std::vector<std::string> warnings;
+  TrainerConfig c = Valid(R"(zero_optimization { stage: 3 offload_optimizer {
+                               device: "nvme" nvme_path: "/tmp" pipeline_read: true
+                               pipeline_write: true } })",
+                          &warnings);
+  EXPECT_EQ(c.engine.offload_optimizer.device, OffloadDevice::kNvme);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[0], HasSubstr("zero_optimization.offload_optimizer.pipeline_read = true"));
+  EXPECT_THAT(warnings[1], HasSubstr("zero_optimization.offload_optimizer.pipeline_write = true"));
+  EXPECT_THAT(warnings[0], HasSubstr("always overlaps"));
 }
 
 TEST(ConfigValidate, OptimizerTypesFollowDeepSpeed) {
@@ -206,12 +289,14 @@ TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
   using absl::StatusCode;
   EXPECT_THAT(Error("zero_optimization { stage: 3 stage3_max_live_parameters: -1 }"),
               HasSubstr("zero_optimization.stage3_max_live_parameters = -1: must be >= 0"));
-  EXPECT_THAT(Error(R"(zero_optimization { offload_optimizer { device: "nvme" } })",
-                    StatusCode::kUnimplemented),
-              HasSubstr("(issue 8)"));
   EXPECT_THAT(
-      Error(R"(zero_optimization { offload_param { device: "cpu" } })", StatusCode::kUnimplemented),
-      HasSubstr("zero_optimization.offload_param.device = \"cpu\""));
+      Error(R"(zero_optimization { stage: 2 offload_param { device: "cpu" } })",
+            StatusCode::kUnimplemented),
+      HasSubstr("zero_optimization.offload_param.device = \"cpu\": parameter offload is not "
+                "implemented yet (issue 8)"));
+  EXPECT_THAT(Error(R"(zero_optimization { offload_optimizer { device: "gpu" } })"),
+              HasSubstr("zero_optimization.offload_optimizer.device = \"gpu\": expected none, "
+                        "cpu or nvme"));
   EXPECT_THAT(Error(R"(zero_optimization { offload_param { device: "gpu" } })"),
               HasSubstr("expected none, cpu or nvme"));
   EXPECT_THAT(Error(R"(optimizer { type: "Lamb" })", StatusCode::kUnimplemented),

@@ -11,6 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "offload/pinned_host_pool.h"
+#include "offload/sub_group_store.h"
+#include "offload/swap_space.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::trainer {
@@ -120,7 +123,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   ro.reduce_scatter = options.reduce_scatter;
   ZT_ASSIGN_OR_RETURN(e->reducer_,
                       partition::GradientReducer::Create(group, &e->flat_params(), ro));
-  ZT_RETURN_IF_ERROR(e->InitMaster());
   if (options.optimizer_factory) {
     e->optimizer_ = options.optimizer_factory();
   } else if (options.optimizer == OptimizerKind::kSgd) {
@@ -133,7 +135,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   if (e->optimizer_ == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(where, "optimizer_factory returned null"));
   }
-  ZT_RETURN_IF_ERROR(e->optimizer_->Init(e->master_.numel()));
+  // A rank whose swap directory or host memory fails must not leave the others to train alone.
+  ZT_RETURN_IF_ERROR(e->AgreeAllOk(e->InitState(), where));
   if (options.precision == Precision::kFloat16) {
     ZT_ASSIGN_OR_RETURN(auto scaler, optim::LossScaler::Create(options.fp16));
     e->scaler_ = std::make_unique<optim::LossScaler>(scaler);
@@ -230,35 +233,6 @@ absl::Status Engine::CreateParams(const partition::NamedTensors& named,
   return absl::OkStatus();
 }
 
-absl::Status Engine::InitMaster() {
-  try {
-    c10::NoGradGuard no_grad;
-    if (sharded_) {
-      const at::Tensor& shard = sharded_->shard();
-      master_aliases_params_ = shard.scalar_type() == at::kFloat;
-      master_ = master_aliases_params_ ? shard : shard.to(at::kFloat);
-      return absl::OkStatus();
-    }
-    const at::Tensor& flat = flat_->flat();
-    if (options_.stage == 0) {
-      master_aliases_params_ = flat.scalar_type() == at::kFloat;
-      master_ = master_aliases_params_ ? flat : flat.to(at::kFloat);
-      return absl::OkStatus();
-    }
-    const partition::ShardLayout& layout = flat_->layout();
-    master_ = at::empty({layout.shard_numel()}, flat.options().dtype(at::kFloat));
-    for (int k = 0; k < static_cast<int>(layout.buckets().size()); ++k) {
-      const partition::LayoutBucket& b = layout.buckets()[k];
-      master_.narrow(0, b.shard_offset, b.slice)
-          .copy_(flat.narrow(0, layout.OwnedBegin(k, group_->rank()), b.slice));
-    }
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("Engine: master weights: ", e.what_without_backtrace()));
-  }
-  return absl::OkStatus();
-}
-
 bool Engine::at_accumulation_boundary() const {
   return (micro_steps_ + 1) % batch_.gradient_accumulation_steps == 0;
 }
@@ -318,8 +292,15 @@ ModelStateBytes Engine::model_state_bytes() const {
     b.params = flat_->flat().numel() * static_cast<int64_t>(flat_->flat().element_size());
   }
   b.grads = reducer_->grad_bytes();
-  b.master = master_aliases_params_ ? 0 : master_.numel() * 4;
-  b.optimizer_states = optimizer_->state_bytes();
+  const int64_t array_bytes = master_numel_ * 4;
+  const int64_t states = state_->num_arrays() - 1;
+  if (options_.offload_optimizer.device == OffloadDevice::kNone) {
+    b.master = master_aliases_params_ ? 0 : array_bytes;
+    b.optimizer_states = states * array_bytes;
+  } else {
+    b.offloaded_host = state_->host_bytes();
+    b.offloaded_nvme = state_->nvme_bytes();
+  }
   for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
     b.buffers += t.numel() * static_cast<int64_t>(t.element_size());
   }

@@ -36,6 +36,11 @@ class Module;
 namespace zerotrain::checkpoint {
 class CheckpointReader;
 }
+namespace zerotrain::offload {
+class PinnedHostPool;
+class SubGroupStore;
+class SwapSpace;
+}
 
 namespace zerotrain::trainer {
 
@@ -120,7 +125,8 @@ class Engine {
   double formula_bytes() const;  // ZeroFormulaBytes for this configuration
   // The layout and parameter list; at stage 3 without a flat buffer (flat() is undefined).
   const partition::FlatParams& flat_params() const { return sharded_ ? sharded_->flat_params() : *flat_; }
-  const at::Tensor& master() const { return master_; }
+  // This rank's fp32 master weights (a copy; read from NVMe when offloaded there).
+  absl::StatusOr<at::Tensor> MasterCopy() const;
   void set_lr(double lr) {
     lr_ = lr;
     optimizer_->set_lr(lr);
@@ -150,9 +156,17 @@ class Engine {
   // copies) follow. Collective at stages 1-3.
   absl::Status ParamsFromMaster();
   // Parameter i's full values (flattened, fp32) into this rank's part of the master.
-  void MasterFromValues(int i, const at::Tensor& values);
+  absl::Status MasterFromValues(int i, const at::Tensor& values);
   absl::Status CloseGathered(const std::vector<int>& params, int modifier_rank);
-  absl::Status InitMaster();
+  // The master weights and optimizer states (engine_state.cc): where offload_optimizer puts
+  // them, the master filled from the model's values.
+  absl::Status InitState();
+  // Master then optimizer states, whole (views of resident memory, or copies read from NVMe).
+  absl::StatusOr<std::vector<at::Tensor>> ReadState() const;
+  // Overwrites them from `arrays` (as ReadState returns them).
+  absl::Status WriteState(const std::vector<at::Tensor>& arrays);
+  // The optimizer over every sub-group of the state.
+  absl::Status StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments);
   absl::StatusOr<bool> AgreeOverflow(const std::vector<partition::GradSegment>& grads);
   absl::StatusOr<double> GradScale(const std::vector<partition::GradSegment>& grads);
   absl::Status GatherParams();
@@ -183,9 +197,20 @@ class Engine {
   std::unique_ptr<partition::GradientReducer> reducer_;
   std::unique_ptr<ShardOptimizer> optimizer_;
   std::unique_ptr<optim::LossScaler> scaler_;
-  at::Tensor master_;  // fp32; aliases the flat buffer for fp32 stage 0
+  // Declared in this order so that the store goes first: its buffers come from the pool and its
+  // files live in the swap space.
+  std::unique_ptr<offload::PinnedHostPool> host_pool_;
+  std::unique_ptr<offload::SwapSpace> swap_;
+  // The fp32 master weights, then the optimizer's state arrays, of master_numel_ elements each.
+  std::unique_ptr<offload::SubGroupStore> state_;
+  int64_t master_numel_ = 0;
+  // fp32 stages 0 and 3 without offload: the master is the model's own parameters.
   bool master_aliases_params_ = false;
 
+  // Set when a Step or a load failed part-way; Step and SaveCheckpoint refuse until a load
+  // succeeds.
+  absl::Status broken_;
+  absl::Status BrokenError() const;
   bool backward_pending_ = false;
   int64_t micro_steps_ = 0;
   int64_t optimizer_steps_ = 0;

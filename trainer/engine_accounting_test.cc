@@ -41,11 +41,11 @@ absl::Status CheckAccounting(int stage, Precision precision, comm::ProcessGroup*
       bytes.params - module_bytes >= world * elem) {
     return absl::InternalError(absl::StrCat(what, " vs module params ", module_bytes));
   }
-  if (engine->master().numel() != master_numel ||
-      bytes.master != (aliased ? 0 : engine->master().nbytes()) ||
+  ZT_ASSIGN_OR_RETURN(at::Tensor master, engine->MasterCopy());
+  if (master.numel() != master_numel || bytes.master != (aliased ? 0 : master.nbytes()) ||
       bytes.optimizer_states != 2 * master_numel * 4 ||
       bytes.grads != (stage == 2 ? padded / world : padded) * elem) {
-    return absl::InternalError(absl::StrCat(what, ", master numel ", engine->master().numel()));
+    return absl::InternalError(absl::StrCat(what, ", master numel ", master.numel()));
   }
   if (static_cast<double>(bytes.total()) != engine->formula_bytes()) {
     return absl::InternalError(absl::StrCat(what, " vs formula ", engine->formula_bytes()));
@@ -106,7 +106,9 @@ absl::StatusOr<std::string> CountOps(int stage) {
                                               OpCount(*group, kind) - reductions,
                                               " reductions, want ", want));
     }
-    const int64_t want_gathers = boundary && stage > 0 ? buckets : 0;
+    // At the boundary: the parameter all-gather (stages 1, 2) and the one-element all-gather in
+    // which the ranks agree that every optimizer step succeeded.
+    const int64_t want_gathers = boundary ? (stage > 0 ? buckets : 0) + 1 : 0;
     if (OpCount(*group, comm::CollectiveKind::kAllGather) - gathers != want_gathers) {
       return absl::InternalError(absl::StrCat("micro-step ", micro, ": unexpected all-gathers"));
     }

@@ -99,8 +99,11 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
         "micro step ", micro_steps_, " is inside an accumulation window; save after the Step() "
         "that steps the optimizer (partial gradients are not saved)"));
   }
-  auto states = optimizer_->state();
-  if (local.ok() && !states.ok()) local = states.status();
+  if (local.ok() && !broken_.ok()) local = BrokenError();
+  // Read before anything is written: a store poisoned by a failed swap-in must not be saved.
+  auto arrays = ReadState();
+  if (local.ok() && !arrays.ok()) local = arrays.status();
+  const std::vector<std::string> state_names = optimizer_->state_names();
   if (local.ok() && rank == 0) {
     std::error_code ec;
     const std::string manifest = absl::StrCat(tag_dir, "/", checkpoint::kManifestFileName);
@@ -128,7 +131,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
 
   // Stage 0 holds the whole master on every rank: rank 0 saves it as a 1-rank layout.
   const bool holds_state = options_.stage > 0 || rank == 0;
-  const int64_t numel = options_.stage == 0 ? flat_->layout().numel() : master_.numel();
+  const int64_t numel = options_.stage == 0 ? flat_->layout().numel() : master_numel_;
   checkpoint::WrittenFile written;
   try {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
@@ -139,10 +142,13 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     }
     checkpoint::ShardFileWriter writer;
     if (holds_state) {
-      local = writer.Add(checkpoint::kMasterArray, ArrayDType::kFloat32, master_.data_ptr<float>(),
-                         numel);
-      for (const auto& [name, data] : *states) {
-        if (local.ok()) local = writer.Add(name, ArrayDType::kFloat32, data, numel);
+      local = writer.Add(checkpoint::kMasterArray, ArrayDType::kFloat32,
+                         (*arrays)[0].data_ptr<float>(), numel);
+      for (size_t i = 0; i < state_names.size(); ++i) {
+        if (local.ok()) {
+          local = writer.Add(state_names[i], ArrayDType::kFloat32,
+                             (*arrays)[i + 1].data_ptr<float>(), numel);
+        }
       }
     }
     if (local.ok()) local = writer.Add(checkpoint::kRngArray, ArrayDType::kBytes,
@@ -197,7 +203,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
       e->set_holds_state(options_.stage > 0 || r == 0);
     }
     m.set_optimizer(optimizer_->name());
-    for (const auto& s : *states) m.add_state_arrays(s.first);
+    for (const std::string& name : state_names) m.add_state_arrays(name);
     if (scaler_) {
       const optim::LossScaler::State& s = scaler_->state();
       m.mutable_loss_scaler()->set_scale(s.scale);
@@ -254,16 +260,14 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
   const std::string where = absl::StrCat("LoadCheckpoint on rank ", rank, ": ");
   // Everything is read into temporaries first, so a rank failing leaves every engine unchanged.
   std::unique_ptr<checkpoint::CheckpointReader> reader;
-  std::vector<std::pair<std::string, float*>> states;
   std::vector<at::Tensor> loaded;  // master, then one per optimizer state
   std::vector<uint8_t> rng;
   absl::Status local = [&]() -> absl::Status {
     ZT_ASSIGN_OR_RETURN(reader, checkpoint::CheckpointReader::Open(dir, tag));
     ZT_RETURN_IF_ERROR(CheckModelMatches(*reader));
-    ZT_ASSIGN_OR_RETURN(states, optimizer_->state());
     const checkpoint::Manifest& m = reader->manifest();
-    std::vector<std::string> want(m.state_arrays().begin(), m.state_arrays().end()), have;
-    for (const auto& s : states) have.push_back(s.first);
+    std::vector<std::string> want(m.state_arrays().begin(), m.state_arrays().end());
+    const std::vector<std::string> have = optimizer_->state_names();
     if (want != have) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", reader->tag_dir(), " holds optimizer states [", absl::StrJoin(want, ", "),
@@ -276,7 +280,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     for (const std::string& a : arrays) {
       // Padding stays zero; every real element is read, through the saved layout's offset of
       // the same parameter, so layouts with different buckets, segments or ranks all map.
-      at::Tensor t = at::zeros({master_.numel()}, at::kFloat);
+      at::Tensor t = at::zeros({master_numel_}, at::kFloat);
       for (const MasterRun& run : runs) {
         ZT_RETURN_IF_ERROR(reader->ReadFlat(a, reader->param_offset(run.param) + run.param_offset,
                                             run.numel, t.data_ptr<float>() + run.master_offset));
@@ -294,15 +298,10 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
   const checkpoint::Manifest& m = reader->manifest();
   try {
     c10::NoGradGuard no_grad;
-    if (master_aliases_params_) {
-      master_.copy_(loaded[0]);  // fp32 stage 0: this writes the parameters themselves
-    } else {
-      master_ = loaded[0];  // same size and dtype; nothing else holds the old buffer
-    }
-    for (size_t i = 0; i < states.size(); ++i) {
-      std::memcpy(states[i].second, loaded[i + 1].data_ptr<float>(), master_.numel() * 4);
-    }
-    if (!master_aliases_params_) {
+    // Aliased, the master is the parameters themselves and this writes them too.
+    local = WriteState(loaded);
+    if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
+    if (local.ok() && !master_aliases_params_) {
       // The same fp32 -> bf16/fp16 rounding the optimizer kernels use for their params_out.
       const at::Tensor& out = sharded_ ? sharded_->shard() : flat_->flat();
       auto* bytes = static_cast<char*>(out.data_ptr());
@@ -312,7 +311,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
         // Stage 3 writes its shard (laid out as the master); the others their flat buffer.
         const int64_t at = sharded_ ? run.master_offset
                                     : layout.param_offset(run.param) + run.param_offset;
-        optim::ConvertFromFloat(master_.data_ptr<float>() + run.master_offset,
+        optim::ConvertFromFloat(loaded[0].data_ptr<float>() + run.master_offset,
                                 bytes + at * out.element_size(), dt, run.numel);
       }
     }
@@ -339,14 +338,17 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
   set_lr(m.lr());
   backward_pending_ = false;
   reducer_->Zero();
-  // The gather is a collective: every rank runs it, or none does.
-  ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
+  // The gather is a collective: every rank runs it, or none does. Past the first agreement this
+  // engine's state was overwritten, so a failure leaves it unusable until a load succeeds.
+  broken_ = AgreeAllOk(local, where);
+  if (!broken_.ok()) return broken_;
   if (sharded_) {
     local = sharded_->Refresh();
   } else if (options_.stage > 0) {
     local = GatherParams();
   }
-  ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
+  broken_ = AgreeAllOk(local, where);
+  if (!broken_.ok()) return broken_;
   return std::map<std::string, std::string>(m.client_state().begin(), m.client_state().end());
 }
 

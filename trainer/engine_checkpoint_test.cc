@@ -133,7 +133,7 @@ absl::StatusOr<std::string> RunCase(const Case& c) {
     ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir, "", {{"sampler", "10"}}));
     if (exact) {
       ZT_RETURN_IF_ERROR(Train(*engine, *net, c, c.save_world, rank, 10, 20));
-      straight_master = engine->master().clone();
+      ZT_ASSIGN_OR_RETURN(straight_master, engine->MasterCopy());
       straight_scale = engine->loss_scale();
       if (c.precision == Precision::kFloat16 && engine->skipped_steps() == 0) {
         return absl::InternalError("fp16 case never overflowed: the scaler is not exercised");
@@ -160,8 +160,9 @@ absl::StatusOr<std::string> RunCase(const Case& c) {
     }
     ZT_RETURN_IF_ERROR(Train(*engine, *net, c, c.load_world, rank, 10, 20));
     if (exact) {
-      if (!at::equal(engine->master(), straight_master)) {
-        const double d = (engine->master() - straight_master).abs().max().item<double>();
+      ZT_ASSIGN_OR_RETURN(at::Tensor master, engine->MasterCopy());
+      if (!at::equal(master, straight_master)) {
+        const double d = (master - straight_master).abs().max().item<double>();
         return absl::InternalError(absl::StrCat("resumed master differs from straight; max ", d));
       }
       if (engine->loss_scale() != straight_scale) {
@@ -238,17 +239,6 @@ struct Named : torch::nn::Module {
     b = register_module(second, torch::nn::Linear(hidden, 3));
   }
   torch::nn::Linear a{nullptr}, b{nullptr};
-};
-
-// An optimizer that does not expose its state.
-struct OpaqueOptimizer : ShardOptimizer {
-  std::string name() const override { return "Opaque"; }
-  absl::Status Init(int64_t) override { return absl::OkStatus(); }
-  absl::Status Step(int64_t, double, float*, absl::Span<const ShardSegment>) override {
-    return absl::OkStatus();
-  }
-  int64_t state_bytes() const override { return 0; }
-  void set_lr(double) override {}
 };
 
 absl::Status Expect(const absl::Status& s, const std::vector<std::string>& words,
@@ -374,18 +364,12 @@ absl::StatusOr<std::string> BadInput() {
   ZT_RETURN_IF_ERROR(Expect(e3->LoadCheckpoint(base).status(),
                             {"holds optimizer states [exp_avg, exp_avg_sq] (AdamW)", "SGD"},
                             "other optimizer"));
-  Named opaque_net("fc2", 5);
-  EngineOptions opaque = SmallOptions(1);
-  opaque.optimizer_factory = [] { return std::make_unique<OpaqueOptimizer>(); };
-  ZT_ASSIGN_OR_RETURN(auto e4, Engine::Create(opaque_net, opaque, group.get()));
-  ZT_RETURN_IF_ERROR(Expect(e4->SaveCheckpoint(TestDir("bad/opaque")),
-                            {"optimizer Opaque does not expose its state"}, "opaque optimizer"));
   Named gas_net("fc2", 5);
   EngineOptions gas = SmallOptions(1);
   gas.gradient_accumulation_steps = 2;
-  ZT_ASSIGN_OR_RETURN(auto e5, Engine::Create(gas_net, gas, group.get()));
-  ZT_RETURN_IF_ERROR(Step(*e5, gas_net));
-  ZT_RETURN_IF_ERROR(Expect(e5->SaveCheckpoint(TestDir("bad/gas")),
+  ZT_ASSIGN_OR_RETURN(auto e4, Engine::Create(gas_net, gas, group.get()));
+  ZT_RETURN_IF_ERROR(Step(*e4, gas_net));
+  ZT_RETURN_IF_ERROR(Expect(e4->SaveCheckpoint(TestDir("bad/gas")),
                             {"inside an accumulation window"}, "mid-accumulation save"));
   return std::string("ok");
 }

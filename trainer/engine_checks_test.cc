@@ -134,21 +134,21 @@ class PlainSgd : public ShardOptimizer {
  public:
   explicit PlainSgd(int* steps) : steps_(steps) {}
   std::string name() const override { return "plain SGD"; }
-  absl::Status Init(int64_t shard_numel) override { return absl::OkStatus(); }
-  absl::Status Step(int64_t step, double grad_scale, float* master,
+  std::vector<std::string> state_names() const override { return {}; }
+  absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                     absl::Span<const ShardSegment> segments) override {
     for (const ShardSegment& s : segments) {
       if (s.grad_dtype != optim::DType::kFloat32) return absl::InternalError("want fp32 grads");
       const float* g = static_cast<const float*>(s.grads);
+      float* master = shard.master + (s.offset - shard.begin);
       for (int64_t i = 0; i < s.size; ++i) {
-        master[s.offset + i] -= static_cast<float>(0.1 * g[i] / grad_scale);
-        if (s.params_out != nullptr) static_cast<float*>(s.params_out)[i] = master[s.offset + i];
+        master[i] -= static_cast<float>(0.1 * g[i] / grad_scale);
+        if (s.params_out != nullptr) static_cast<float*>(s.params_out)[i] = master[i];
       }
     }
     ++*steps_;
     return absl::OkStatus();
   }
-  int64_t state_bytes() const override { return 0; }
   void set_lr(double) override {}
 
  private:

@@ -80,19 +80,6 @@ Engine::GatheredParameters::~GatheredParameters() {
   if (!s.ok()) std::fprintf(stderr, "zerotrain: %s\n", std::string(s.message()).c_str());
 }
 
-void Engine::MasterFromValues(int i, const at::Tensor& values) {
-  const partition::ShardLayout& layout = flat_params().layout();
-  if (options_.stage == 0) {
-    master_.narrow(0, layout.param_offset(i), layout.param_numel(i)).copy_(values);
-    return;
-  }
-  for (const partition::ParamPiece& piece : layout.PiecesOf(i)) {
-    if (piece.rank != group_->rank()) continue;
-    master_.narrow(0, piece.shard_offset, piece.numel)
-        .copy_(values.narrow(0, piece.param_offset, piece.numel));
-  }
-}
-
 absl::Status Engine::CloseGathered(const std::vector<int>& params, int modifier_rank) {
   const std::string where = absl::StrCat("GatheredParameters on rank ", group_->rank(), ": ");
   absl::Status status;
@@ -106,7 +93,7 @@ absl::Status Engine::CloseGathered(const std::vector<int>& params, int modifier_
         ZT_RETURN_IF_ERROR(group_->Broadcast(flat, modifier_rank));
         if (!p.is_contiguous()) p.copy_(flat.view(p.sizes()));
         if (sharded_) ZT_RETURN_IF_ERROR(sharded_->WriteBack(i));
-        if (!master_aliases_params_) MasterFromValues(i, flat.to(at::kFloat));
+        if (!master_aliases_params_) ZT_RETURN_IF_ERROR(MasterFromValues(i, flat.to(at::kFloat)));
       }
       return absl::OkStatus();
     };

@@ -15,6 +15,14 @@ const char* PrecisionName(Precision p) {
   return "?";
 }
 
+const char* OffloadDeviceName(OffloadDevice d) {
+  switch (d) {
+    case OffloadDevice::kCpu: return "cpu";
+    case OffloadDevice::kNvme: return "nvme";
+    default: return "none";
+  }
+}
+
 absl::StatusOr<BatchSizes> ResolveBatchSizes(const EngineOptions& options, int world_size) {
   int64_t train = options.train_batch_size;
   int64_t micro = options.train_micro_batch_size_per_gpu;

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "optim/adam.h"
 #include "optim/loss_scaler.h"
+#include "offload/async_file_io.h"
 #include "optim/sgd.h"
 #include "partition/stage3_options.h"
 #include "trainer/shard_optimizer.h"
@@ -27,6 +28,21 @@ enum class Precision { kFloat32, kBFloat16, kFloat16 };
 const char* PrecisionName(Precision p);
 
 enum class OptimizerKind { kAdam, kSgd };  // kAdam covers AdamW through adam.adamw
+
+// Where the fp32 master weights and optimizer states live (DeepSpeed's offload_optimizer).
+// kNone: with the model ("device" memory; on a CPU-only machine that is host memory too);
+// kCpu: in host memory from a PinnedHostPool (page-locked when pin_memory and a GPU is present);
+// kNvme: in swap files under nvme_path, buffer_count sub-groups in host memory at a time.
+enum class OffloadDevice { kNone, kCpu, kNvme };
+const char* OffloadDeviceName(OffloadDevice d);  // "none", "cpu", "nvme"
+
+struct OptimizerOffloadOptions {
+  OffloadDevice device = OffloadDevice::kNone;
+  bool pin_memory = false;
+  std::string nvme_path;  // kNvme: an existing, writable directory
+  int buffer_count = 4;   // kNvme: sub-groups in host memory at once (>= 1)
+  offload::AioOptions aio;
+};
 
 struct EngineOptions {
   int stage = 0;  // ZeRO stage 0, 1, 2 or 3
@@ -45,6 +61,11 @@ struct EngineOptions {
   int64_t allgather_bucket_size = 500000000;  // elements in flight during the parameter all-gather
   bool ignore_unused_parameters = false;
   partition::Stage3Options stage3;  // stage 3 only
+  // Stages 1-3. The optimizer steps its shard one sub-group of sub_group_size elements at a time
+  // (whatever the device, so every device takes the same steps); with kNvme that is the unit
+  // swapped in and out.
+  OptimizerOffloadOptions offload_optimizer;
+  int64_t sub_group_size = 1000000000;
   // Stage 3: the module was partitioned while it was built (docs/STAGE3.md); must outlive Create.
   partition::ShardedInit* sharded_init = nullptr;
 

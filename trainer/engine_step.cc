@@ -112,8 +112,9 @@ absl::Status Engine::StepAtBoundary(double start) {
     }
     segments.push_back(s);
   }
-  ZT_RETURN_IF_ERROR(optimizer_->Step(optimizer_steps_ + 1, grad_scale,
-                                      master_.data_ptr<float>(), segments));
+  // A rank whose optimizer failed (a swap-in from NVMe, a kernel) would not join the all-gather
+  // below, and its weights now differ from the others': every rank learns of it here.
+  ZT_RETURN_IF_ERROR(AgreeAllOk(StepOptimizer(grad_scale, segments), ""));
   ++optimizer_steps_;
   if (scaler_) ZT_RETURN_IF_ERROR(scaler_->Update(false));
   const double stepped = Now();
@@ -130,6 +131,7 @@ absl::Status Engine::StepAtBoundary(double start) {
 
 absl::Status Engine::Step() {
   const double start = Now();
+  if (!broken_.ok()) return BrokenError();
   if (!backward_pending_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Step on rank ", group_->rank(), " (micro step ", micro_steps_,
@@ -152,11 +154,19 @@ absl::Status Engine::Step() {
   times_ = StepTimes();
   last_call_end_ = Now();
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("Step on rank ", group_->rank(),
-                                                    " (optimizer step ", optimizer_steps_ + 1,
-                                                    "): ", status.message()));
+    // Ranks may have stepped different shards, or some gathered and others not.
+    broken_ = absl::Status(status.code(), absl::StrCat("Step on rank ", group_->rank(),
+                                                       " (optimizer step ", optimizer_steps_ + 1,
+                                                       "): ", status.message()));
+    return broken_;
   }
   return absl::OkStatus();
+}
+
+absl::Status Engine::BrokenError() const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "rank ", group_->rank(), ": the engine's state is inconsistent since an earlier failure (",
+      broken_.message(), "); load a checkpoint (LoadCheckpoint) or build a new engine"));
 }
 
 }  // namespace zerotrain::trainer

@@ -180,7 +180,7 @@ std::vector<float> FinalMaster(const std::string& dir) {
 
 // 12 steps straight, and 6 steps + a checkpoint + a new job (on 3 ranks instead of 2, and at
 // ZeRO stage 3 instead of 2, so the shards are re-sliced and the GPT's parameters are gathered
-// on use) resuming for 6 more, end with the same fp32 master weights: the sampler position, lr
+// on use, with the optimizer state on NVMe) resuming for 6 more, end with the same fp32 master weights: the sampler position, lr
 // schedule, optimizer state and step counters all came back. Equal within fp32 rounding, not
 // bitwise: 3 ranks sum the gradient in another order.
 TEST(MainTest, ResumedRunContinuesWhereItStopped) {
@@ -195,9 +195,12 @@ TEST(MainTest, ResumedRunContinuesWhereItStopped) {
   };
   const std::string common = " seed: 1 eval_interval: 0 eval_iters: 1 sample_tokens: 0";
   std::map<std::string, std::string> stage3 = fp32;
+  std::filesystem::create_directories(dir + "/nvme");
   stage3["zero"] =
       "zero_optimization { stage: 3 reduce_bucket_size: 20000 "
-      "stage3_param_persistence_threshold: 200 }";  // the LayerNorms (128) stay whole
+      "stage3_param_persistence_threshold: 200 "  // the LayerNorms (128) stay whole
+      "sub_group_size: 5000 offload_optimizer { device: \"nvme\" nvme_path: \"" + dir +
+      "/nvme\" buffer_count: 2 } }";
   const Result straight = RunMain(
       {"--config=" + WriteConfig(dir, "", 0, with_run(fp32, "run { steps: 12 save_interval: 12 "
                                                               "output_dir: \"" + dir + "/a\"" +

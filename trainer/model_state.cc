@@ -8,7 +8,11 @@ namespace zerotrain::trainer {
 std::string ModelStateBytes::ToString() const {
   return absl::StrCat("params ", params, " B, grads ", grads, " B, master ", master,
                       " B, optimizer states ", optimizer_states, " B, total ", total(),
-                      " B (+ buffers ", buffers, " B)");
+                      " B (+ buffers ", buffers, " B)",
+                      offloaded_host + offloaded_nvme > 0
+                          ? absl::StrCat("; offloaded: host ", offloaded_host, " B, nvme ",
+                                         offloaded_nvme, " B")
+                          : "");
 }
 
 double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world) {

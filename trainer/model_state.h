@@ -20,6 +20,11 @@ struct ModelStateBytes {
   int64_t master = 0;            // fp32 master weights not aliasing the parameters
   int64_t optimizer_states = 0;  // moments / momentum
   int64_t buffers = 0;           // non-trainable module buffers (not in the formula)
+  // offload_optimizer cpu/nvme: the master weights and optimizer states are not with the model
+  // (master and optimizer_states are 0) but here: host memory (cpu: all of them; nvme: the
+  // buffer_count sub-group buffers) and swap-file bytes. Not in total(), which is the model's.
+  int64_t offloaded_host = 0;
+  int64_t offloaded_nvme = 0;
   int64_t total() const { return params + grads + master + optimizer_states; }
   std::string ToString() const;
 };

@@ -1,7 +1,9 @@
-// ShardOptimizer: the engine's optimizer extension point. An optimizer owns the state of one flat
-// fp32 shard of master weights (the whole flat buffer at stage 0, this rank's 1/N at stages 1
-// and 2) and steps it from gradient segments that each cover a contiguous run of the shard; it
-// may write the updated values, converted, into `params_out` (the model's own parameters). The
+// ShardOptimizer: the engine's optimizer extension point. An optimizer steps fp32 master weights
+// from gradient segments; the master weights and the optimizer's per-element state arrays belong
+// to the engine, which keeps them with the model, in host memory or on NVMe (offload_optimizer)
+// and hands them over one sub-group at a time as a ShardState. So an optimizer holds no
+// per-element memory of its own: it names its state arrays and updates what it is given. It may
+// write the updated values, converted, into `params_out` (the model's own parameters). The
 // built-in implementations wrap optim/'s fused AdamW/Adam and SGD kernels.
 #pragma once
 
@@ -21,7 +23,7 @@
 namespace zerotrain::trainer {
 
 struct ShardSegment {
-  int64_t offset = 0;  // first element of the master shard this segment updates
+  int64_t offset = 0;  // shard element of the first value this segment updates
   int64_t size = 0;
   const void* grads = nullptr;  // `size` gradients, not yet divided by grad_scale
   optim::DType grad_dtype = optim::DType::kFloat32;
@@ -29,23 +31,29 @@ struct ShardSegment {
   optim::DType params_out_dtype = optim::DType::kFloat32;
 };
 
+// Shard elements [begin, begin + numel) of the master weights and of each state array, in
+// memory for the duration of one Step call; element `begin` is at index 0.
+struct ShardState {
+  int64_t begin = 0;
+  int64_t numel = 0;
+  float* master = nullptr;
+  std::vector<float*> state;  // in state_names() order, zero before the first step
+};
+
 class ShardOptimizer {
  public:
   virtual ~ShardOptimizer() = default;
   virtual std::string name() const = 0;
-  // Called once, before the first step, with the number of master elements this rank steps.
-  virtual absl::Status Init(int64_t shard_numel) = 0;
-  // Optimizer step `step` (1, 2, ... counting only steps taken, not skipped ones). Gradients
-  // are divided by `grad_scale` (loss scale times the clipping factor) before use.
-  virtual absl::Status Step(int64_t step, double grad_scale, float* master,
+  // The fp32 arrays of one element per master weight the optimizer needs ("exp_avg", ...);
+  // checkpoints save them under these names. Empty for a stateless optimizer.
+  virtual std::vector<std::string> state_names() const = 0;
+  // Optimizer step `step` (1, 2, ... counting only steps taken, not skipped ones) for the
+  // segments that fall in `shard` (each lies inside it). The engine calls it once per sub-group
+  // with the same `step`. Gradients are divided by `grad_scale` (loss scale times the clipping
+  // factor) before use.
+  virtual absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                             absl::Span<const ShardSegment> segments) = 0;
-  // Bytes of optimizer state held (moments, momentum buffers), for the memory accounting.
-  virtual int64_t state_bytes() const = 0;
   virtual void set_lr(double lr) = 0;
-  // The per-element state, after Init: named fp32 arrays of shard_numel elements each, aligned
-  // with the master shard, that checkpoints save and re-slice (empty for stateless SGD). The
-  // default, UNIMPLEMENTED, makes Engine::SaveCheckpoint refuse with the optimizer's name.
-  virtual absl::StatusOr<std::vector<std::pair<std::string, float*>>> state();
 };
 
 std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions& options);

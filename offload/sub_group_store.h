@@ -1,0 +1,107 @@
+// SubGroupStore: the per-element fp32 state of one rank's optimizer shard (master weights and
+// moments: several arrays of the same length), cut into sub-groups of sub_group_numel elements,
+// kept in host memory or swapped to NVMe. The optimizer reaches it only through Visit, one
+// sub-group at a time, which is what lets the NVMe store hold just `buffer_count` sub-groups in
+// memory and read the next sub-group while the caller steps the current one (ZeRO-Infinity's
+// double-buffering). One mechanism for every device: the engine steps, initialises, checkpoints
+// and overwrites its master weights through Visit whether the state is offloaded or not.
+//
+// NVMe layout: one SwapSpace region per sub-group, "<region_prefix>sg<g>", holding the arrays
+// back to back (array a of sub-group g at byte a * numel(g) * 4). Regions are reserved (their
+// files preallocated) at Create, so a full disk fails there; preallocated files read as zeros,
+// which is the initial state, so Create writes nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "offload/pinned_host_pool.h"
+#include "offload/swap_space.h"
+
+namespace zerotrain::offload {
+
+enum class StoreDevice { kHost, kNvme };
+const char* StoreDeviceName(StoreDevice d);  // "host", "nvme"
+
+struct SubGroupStoreOptions {
+  std::vector<std::string> arrays;  // names, e.g. {"master", "exp_avg", "exp_avg_sq"}; >= 1
+  int64_t numel = 0;                // elements in each array; > 0
+  int64_t sub_group_numel = 0;      // elements per sub-group (the last may be shorter); > 0
+  StoreDevice device = StoreDevice::kHost;
+  // kHost only: memory the caller owns for some arrays (numel floats, alive as long as the
+  // store), e.g. fp32 parameters that double as master weights; nullptr = the store allocates.
+  // Empty, or one entry per array.
+  std::vector<float*> external;
+  PinnedHostPool* pool = nullptr;   // required: where host memory (arrays or buffers) comes from
+  SwapSpace* swap = nullptr;        // required for kNvme
+  std::string region_prefix;        // kNvme: e.g. "rank0."; region names follow SwapSpace's rules
+  // kNvme: sub-groups in host memory at once; 1 serialises I/O and compute, 2 or more let the
+  // read of the next sub-groups (and the write of the previous) overlap the current one.
+  int buffer_count = 4;
+  absl::Duration io_timeout = absl::Minutes(5);  // per swap-in/out wait
+};
+
+// One sub-group's arrays, in host memory for the duration of a Visit callback.
+struct SubGroupView {
+  int index = 0;           // sub-group number
+  int64_t begin = 0;       // first element (of every array) this sub-group holds
+  int64_t numel = 0;
+  std::vector<float*> arrays;  // arrays[a][i] is element begin + i of array a
+};
+
+enum class Access {
+  kRead,       // contents are read; nothing is written back
+  kWrite,      // the callback overwrites every element of every array: nothing is read first
+  kReadWrite,  // read, changed in place, written back
+};
+
+class SubGroupStore {
+ public:
+  // Checks the options (InvalidArgument naming the field and value), allocates the host memory
+  // (kHost: every array not external, zero-filled; kNvme: buffer_count sub-group buffers) and,
+  // for kNvme, reserves one region per sub-group. Errors from the pool (ResourceExhausted) and the
+  // swap space (a full disk, an unwritable path) pass through with "SubGroupStore: " in front.
+  static absl::StatusOr<std::unique_ptr<SubGroupStore>> Create(const SubGroupStoreOptions& options);
+  ~SubGroupStore();  // waits (up to io_timeout each) for transfers still in flight
+  SubGroupStore(const SubGroupStore&) = delete;
+  SubGroupStore& operator=(const SubGroupStore&) = delete;
+
+  using VisitFn = std::function<absl::Status(const SubGroupView&)>;
+  // Calls `fn` for every sub-group that overlaps [begin, end), in increasing order, with its
+  // whole arrays in host memory (fn sees the full sub-group, not just the overlap). kNvme reads
+  // ahead up to buffer_count sub-groups and writes each back (unless kRead) once fn returns, then
+  // waits for every write before returning. An error from fn stops the visit (what fn changed in
+  // that sub-group is not written back) and is returned as it is. An I/O error or timeout is
+  // returned naming the region and file, and poisons the store: every later Visit fails with
+  // FailedPrecondition quoting it, because the swapped state may be half-written.
+  absl::Status Visit(int64_t begin, int64_t end, Access access, const VisitFn& fn);
+  absl::Status VisitAll(Access access, const VisitFn& fn) { return Visit(0, numel(), access, fn); }
+
+  // kHost: array a's numel floats; kNvme: nullptr (reach it through Visit).
+  float* resident(int array) const;
+
+  const SubGroupStoreOptions& options() const { return options_; }
+  int64_t numel() const { return options_.numel; }
+  int num_arrays() const { return static_cast<int>(options_.arrays.size()); }
+  int num_sub_groups() const;
+  // Host memory the store allocated (not the external arrays): kHost the arrays, kNvme the
+  // buffers.
+  int64_t host_bytes() const;
+  int64_t nvme_bytes() const;  // bytes of the swap files' contents (0 for kHost)
+  // OK, or the I/O error that poisoned the store.
+  absl::Status health() const;
+
+ private:
+  struct Impl;
+  explicit SubGroupStore(const SubGroupStoreOptions& options);
+  const SubGroupStoreOptions options_;
+  std::unique_ptr<Impl> impl_;  // refers to options_, so declared after it
+};
+
+}  // namespace zerotrain::offload

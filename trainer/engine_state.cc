@@ -1,0 +1,202 @@
+// The engine's fp32 master weights and optimizer states: where offload_optimizer keeps them (a
+// SubGroupStore with the model, in host memory or on NVMe), how they are filled from the model,
+// stepped one sub-group at a time, and read and written whole for checkpoints.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "offload/pinned_host_pool.h"
+#include "offload/sub_group_store.h"
+#include "offload/swap_space.h"
+#include "tools/status_macros.h"
+#include "trainer/engine.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+// A run of master elements and where the same elements sit in the model's copy (the flat buffer
+// at stages 0-2, the shard at stage 3).
+struct ModelRun {
+  int64_t master_offset;
+  int64_t model_offset;
+  int64_t numel;
+};
+
+absl::Status WithContext(const absl::Status& s, const std::string& where) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(where, s.message()));
+}
+
+}  // namespace
+
+absl::Status Engine::InitState() {
+  const std::string where = absl::StrCat("Engine::Create on rank ", group_->rank(), ": ");
+  const OptimizerOffloadOptions& off = options_.offload_optimizer;
+  if (off.device != OffloadDevice::kNone && options_.stage == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "offload_optimizer ", OffloadDeviceName(off.device), " needs ZeRO stage 1-3"));
+  }
+  const at::Tensor& model = sharded_ ? sharded_->shard() : flat_->flat();
+  std::vector<ModelRun> runs;
+  if (options_.stage == 1 || options_.stage == 2) {
+    const partition::ShardLayout& layout = flat_->layout();
+    master_numel_ = layout.shard_numel();
+    for (int k = 0; k < static_cast<int>(layout.buckets().size()); ++k) {
+      const partition::LayoutBucket& b = layout.buckets()[k];
+      runs.push_back({b.shard_offset, layout.OwnedBegin(k, group_->rank()), b.slice});
+    }
+  } else {
+    master_numel_ = model.numel();
+    runs.push_back({0, 0, master_numel_});
+  }
+  master_aliases_params_ = off.device == OffloadDevice::kNone &&
+                           model.scalar_type() == at::kFloat && options_.stage != 1 &&
+                           options_.stage != 2;
+  offload::PinnedHostPoolOptions po;
+  po.use_cuda_host_alloc = off.device != OffloadDevice::kNone && off.pin_memory;
+  ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create(po));
+  host_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
+
+  offload::SubGroupStoreOptions so;
+  so.arrays = {checkpoint::kMasterArray};
+  for (const std::string& n : optimizer_->state_names()) so.arrays.push_back(n);
+  so.numel = master_numel_;
+  so.sub_group_numel = std::min(options_.sub_group_size, so.numel);
+  so.pool = host_pool_.get();
+  if (master_aliases_params_) {
+    so.external.assign(so.arrays.size(), nullptr);
+    so.external[0] = model.data_ptr<float>();
+  }
+  if (off.device == OffloadDevice::kNvme) {
+    offload::SwapSpaceOptions sw;
+    sw.directory = off.nvme_path;
+    sw.aio = off.aio;
+    auto swap = offload::SwapSpace::Create(sw);
+    if (!swap.ok()) {
+      return WithContext(swap.status(), absl::StrCat(where, "offload_optimizer.nvme_path \"",
+                                                     off.nvme_path, "\": "));
+    }
+    swap_ = std::move(*swap);
+    so.device = offload::StoreDevice::kNvme;
+    so.swap = swap_.get();
+    so.region_prefix = absl::StrCat("rank", group_->rank(), ".");
+    so.buffer_count = off.buffer_count;
+  }
+  auto store = offload::SubGroupStore::Create(so);
+  if (!store.ok()) return WithContext(store.status(), where);
+  state_ = std::move(*store);
+  if (master_aliases_params_) return absl::OkStatus();
+  // Every element is written: padding and states as zeros, the master from the model's values.
+  c10::NoGradGuard no_grad;
+  return WithContext(
+      state_->VisitAll(offload::Access::kWrite,
+                       [&](const offload::SubGroupView& v) -> absl::Status {
+                         for (float* a : v.arrays) std::memset(a, 0, v.numel * sizeof(float));
+                         at::Tensor m = at::from_blob(v.arrays[0], {v.numel}, at::kFloat);
+                         for (const ModelRun& r : runs) {
+                           const int64_t lo = std::max(r.master_offset, v.begin);
+                           const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
+                           if (lo >= hi) continue;
+                           m.narrow(0, lo - v.begin, hi - lo)
+                               .copy_(model.narrow(0, r.model_offset + lo - r.master_offset, hi - lo));
+                         }
+                         return absl::OkStatus();
+                       }),
+      where);
+}
+
+absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments) {
+  const int64_t step = optimizer_steps_ + 1;
+  return state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
+    ShardState shard;
+    shard.begin = v.begin;
+    shard.numel = v.numel;
+    shard.master = v.arrays[0];
+    shard.state.assign(v.arrays.begin() + 1, v.arrays.end());
+    // Each segment's part inside this sub-group, its pointers moved along with it.
+    std::vector<ShardSegment> inside;
+    for (const ShardSegment& s : segments) {
+      const int64_t lo = std::max(s.offset, v.begin);
+      const int64_t hi = std::min(s.offset + s.size, v.begin + v.numel);
+      if (lo >= hi) continue;
+      ShardSegment c = s;
+      c.offset = lo;
+      c.size = hi - lo;
+      c.grads = static_cast<const char*>(s.grads) + (lo - s.offset) * optim::DTypeSize(s.grad_dtype);
+      if (s.params_out != nullptr) {
+        c.params_out =
+            static_cast<char*>(s.params_out) + (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
+      }
+      inside.push_back(c);
+    }
+    return optimizer_->Step(step, grad_scale, shard, inside);
+  });
+}
+
+absl::StatusOr<std::vector<at::Tensor>> Engine::ReadState() const {
+  std::vector<at::Tensor> arrays;
+  for (int a = 0; a < state_->num_arrays(); ++a) {
+    float* resident = state_->resident(a);
+    arrays.push_back(resident != nullptr ? at::from_blob(resident, {master_numel_}, at::kFloat)
+                                         : at::empty({master_numel_}, at::kFloat));
+  }
+  if (state_->resident(0) != nullptr) return arrays;
+  ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
+    for (int a = 0; a < state_->num_arrays(); ++a) {
+      std::memcpy(arrays[a].data_ptr<float>() + v.begin, v.arrays[a], v.numel * sizeof(float));
+    }
+    return absl::OkStatus();
+  }));
+  return arrays;
+}
+
+absl::Status Engine::WriteState(const std::vector<at::Tensor>& arrays) {
+  return state_->VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
+    for (int a = 0; a < state_->num_arrays(); ++a) {
+      std::memcpy(v.arrays[a], arrays[a].data_ptr<float>() + v.begin, v.numel * sizeof(float));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<at::Tensor> Engine::MasterCopy() const {
+  at::Tensor out = at::empty({master_numel_}, at::kFloat);
+  ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
+    std::memcpy(out.data_ptr<float>() + v.begin, v.arrays[0], v.numel * sizeof(float));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status Engine::MasterFromValues(int i, const at::Tensor& values) {
+  const partition::ShardLayout& layout = flat_params().layout();
+  std::vector<ModelRun> runs;  // here model_offset is the offset into `values`
+  if (options_.stage == 0) {
+    runs.push_back({layout.param_offset(i), 0, layout.param_numel(i)});
+  } else {
+    for (const partition::ParamPiece& piece : layout.PiecesOf(i)) {
+      if (piece.rank == group_->rank()) {
+        runs.push_back({piece.shard_offset, piece.param_offset, piece.numel});
+      }
+    }
+  }
+  const float* src = values.data_ptr<float>();
+  for (const ModelRun& r : runs) {
+    ZT_RETURN_IF_ERROR(state_->Visit(
+        r.master_offset, r.master_offset + r.numel, offload::Access::kReadWrite,
+        [&](const offload::SubGroupView& v) {
+          const int64_t lo = std::max(r.master_offset, v.begin);
+          const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
+          std::memcpy(v.arrays[0] + (lo - v.begin), src + r.model_offset + (lo - r.master_offset),
+                      (hi - lo) * sizeof(float));
+          return absl::OkStatus();
+        }));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::trainer
