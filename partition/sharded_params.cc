@@ -31,7 +31,7 @@ bool Contains(const std::vector<int>& v, int x) {
 absl::StatusOr<std::unique_ptr<ShardedParams>> ShardedParams::Create(
     const NamedTensors& params, const std::vector<int>& segment_starts,
     comm::ProcessGroup* group, int64_t bucket_numel, const Stage3Options& options,
-    const ShardedInit* init) {
+    const ShardedInit* init, const ParamShardOptions& shard_options) {
   std::vector<int64_t> numels;
   for (const auto& [name, p] : params) {
     int64_t n = 1;
@@ -42,17 +42,28 @@ absl::StatusOr<std::unique_ptr<ShardedParams>> ShardedParams::Create(
                                                             bucket_numel, segment_starts, numels));
   std::unique_ptr<ShardedParams> s(new ShardedParams(group, options));
   s->flat_ = std::make_unique<FlatParams>(std::move(flat));
+  absl::Status local;
   try {
-    ZT_RETURN_IF_ERROR(s->Init(params, init));
+    local = s->Init(params, init, shard_options);
   } catch (const c10::Error& e) {
-    return absl::InternalError(
+    local = absl::InternalError(
         absl::StrCat("ZeRO stage 3 partitioning: ", e.what_without_backtrace()));
+  }
+  // A rank whose shard could not be placed (a full disk under offload_param) must not leave the
+  // others waiting in Refresh's all-gather.
+  at::Tensor failed = at::full({1}, local.ok() ? 0.0f : 1.0f, at::kFloat);
+  const absl::Status agreed = group->AllReduce(failed, comm::ReduceOp::kMax);
+  ZT_RETURN_IF_ERROR(local);
+  ZT_RETURN_IF_ERROR(agreed);
+  if (failed.item<float>() > 0) {
+    return absl::AbortedError(absl::StrCat("ZeRO stage 3 partitioning on rank ", group->rank(),
+                                           ": another rank failed (see its error)"));
   }
   ZT_RETURN_IF_ERROR(s->Refresh());
   return s;
 }
 
-absl::Status ShardedParams::AdoptPart(int s, const ShardedInit::Part& part) {
+absl::Status ShardedParams::AdoptPart(int s, const ShardedInit::Part& part, at::Tensor& values) {
   const ShardLayout& layout = flat_->layout();
   const Segment& seg = segments_[s];
   const int first = layout.SegmentFirstParam(s), end = layout.SegmentEndParam(s);
@@ -68,15 +79,16 @@ absl::Status ShardedParams::AdoptPart(int s, const ShardedInit::Part& part) {
         end - first, " there", seg.persistent ? " and keeps them whole" : "",
         "; partition each submodule once, after it is complete, with the engine's options"));
   }
-  shard_.narrow(0, seg.begin / layout.world_size(), part.shard.numel()).copy_(part.shard);
+  values.narrow(0, seg.begin / layout.world_size(), part.shard.numel()).copy_(part.shard);
   return absl::OkStatus();
 }
 
-absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* init) {
+absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* init,
+                                 const ParamShardOptions& shard_options) {
   const ShardLayout& layout = flat_->layout();
   c10::NoGradGuard no_grad;
   SkipGatherOnUse skip;
-  shard_ = at::zeros({layout.shard_numel()}, flat_->options());
+  at::Tensor values = at::zeros({layout.shard_numel()}, flat_->options());
   std::vector<int64_t> segment_numel;
   int64_t persistent_total = 0;
   segment_of_.assign(params.size(), 0);
@@ -116,14 +128,14 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
             "(ShardedInit) apart from the other parameters of its submodule; partition each "
             "submodule once, after it is complete"));
       }
-      if (static_cast<int>(i) == first) ZT_RETURN_IF_ERROR(AdoptPart(s, *part));
+      if (static_cast<int>(i) == first) ZT_RETURN_IF_ERROR(AdoptPart(s, *part, values));
     } else {
       shapes_.push_back(p.sizes().vec());
-      const at::Tensor values = p.detach().reshape({-1});
+      const at::Tensor full = p.detach().reshape({-1});
       for (const ParamPiece& piece : layout.PiecesOf(static_cast<int>(i))) {
         if (piece.rank != rank) continue;
-        shard_.narrow(0, piece.shard_offset, piece.numel)
-            .copy_(values.narrow(0, piece.param_offset, piece.numel));
+        values.narrow(0, piece.shard_offset, piece.numel)
+            .copy_(full.narrow(0, piece.param_offset, piece.numel));
       }
     }
     if (segments_[segment_of_[i]].persistent) continue;  // Refresh points it at its buffer
@@ -135,6 +147,11 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
     RegisterGatherOnUse(storages_[i].unsafeGetStorageImpl(), this, static_cast<int>(i));
     p.set_data(windows_ > 0 ? full_[i] : empty_[i]);  // the original values go with this
   }
+  // One part per segment: a gather reads exactly one part.
+  std::vector<int64_t> part_starts;
+  for (const Segment& seg : segments_) part_starts.push_back(seg.begin / layout.world_size());
+  ZT_ASSIGN_OR_RETURN(shard_, ParamShard::Create(std::move(values), std::move(part_starts),
+                                                 shard_options));
   return absl::OkStatus();
 }
 
@@ -175,10 +192,25 @@ void ShardedParams::CloseWindow() {
 void ShardedParams::StartGather(int segment, bool prefetch) {
   Segment& seg = segments_[segment];
   const ShardLayout& layout = flat_->layout();
-  seg.buffer = at::empty({seg.numel}, shard_.options());
+  const int64_t part_begin = seg.begin / layout.world_size();
+  const int64_t part_numel = seg.numel / layout.world_size();
+  seg.buffer = at::empty({seg.numel}, flat_->options());
+  absl::StatusOr<at::Tensor> part = shard_->Read(part_begin, part_numel);
+  if (part.ok()) {
+    seg.input = *part;
+  } else {
+    seg.input = at::zeros({part_numel}, flat_->options());
+    if (failed_.ok()) {
+      failed_ = absl::Status(part.status().code(),
+                             absl::StrCat("ZeRO stage 3 on rank ", group_->rank(), ": reading ",
+                                          Describe(layout.SegmentFirstParam(segment)),
+                                          "'s submodule from its shard: ", part.status().message()));
+    }
+  }
   for (int k = layout.SegmentFirstBucket(segment); k < layout.SegmentEndBucket(segment); ++k) {
     const LayoutBucket& b = layout.buckets()[k];
-    seg.works.push_back(group_->AllGatherAsync(shard_.narrow(0, b.shard_offset, b.slice),
+    seg.works.push_back(group_->AllGatherAsync(seg.input.narrow(0, b.shard_offset - part_begin,
+                                                                b.slice),
                                                seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
   }
   seg.state = State::kInFlight;
@@ -194,7 +226,12 @@ absl::Status ShardedParams::Finish(int segment) {
   const double start = Now();
   absl::Status s = comm::WaitAll(seg.works);
   seg.works.clear();
+  seg.input = at::Tensor();
   stats_.wait_seconds += Now() - start;
+  if (s.ok() && !failed_.ok()) {  // gathered zeros in place of a part that could not be read
+    (void)Release(segment);
+    return failed_;
+  }
   if (!s.ok()) {
     (void)Release(segment);
     if (failed_.ok()) {
@@ -226,6 +263,7 @@ absl::Status ShardedParams::Release(int segment) {
   absl::Status s;
   if (seg.state == State::kInFlight) s = comm::WaitAll(seg.works);  // its buffer is being written
   seg.works.clear();
+  seg.input = at::Tensor();
   const ShardLayout& layout = flat_->layout();
   for (int p = layout.SegmentFirstParam(segment); p < layout.SegmentEndParam(segment); ++p) {
     c10::StorageImpl* st = storages_[p].unsafeGetStorageImpl();
@@ -351,7 +389,7 @@ absl::Status ShardedParams::Refresh() {
     Segment& seg = segments_[s];
     if (!seg.persistent) continue;
     if (!seg.buffer.defined()) {
-      seg.buffer = at::empty({seg.numel}, shard_.options());
+      seg.buffer = at::empty({seg.numel}, flat_->options());
       SkipGatherOnUse skip;
       for (int p = layout.SegmentFirstParam(s); p < layout.SegmentEndParam(s); ++p) {
         at::Tensor param = flat_->params()[p].second;
@@ -366,15 +404,26 @@ absl::Status ShardedParams::Refresh() {
     }
   }
   if (buckets.empty()) return absl::OkStatus();
-  at::Tensor in = at::empty({packed}, shard_.options());
-  at::Tensor out = at::empty({packed * world}, shard_.options());
+  at::Tensor in = at::empty({packed}, flat_->options());
+  at::Tensor out = at::empty({packed * world}, flat_->options());
   int64_t at = 0;
+  absl::Status read;  // on failure the gather still runs (with zeros), so the ranks stay paired
   for (const auto& [s, k] : buckets) {
     const LayoutBucket& b = layout.buckets()[k];
-    in.narrow(0, at, b.slice).copy_(shard_.narrow(0, b.shard_offset, b.slice));
+    absl::StatusOr<at::Tensor> slice = shard_->Read(b.shard_offset, b.slice);
+    if (slice.ok()) {
+      in.narrow(0, at, b.slice).copy_(*slice);
+    } else if (read.ok()) {
+      read = slice.status();
+    }
     at += b.slice;
   }
   absl::Status st = group_->AllGather(in, out);
+  if (!read.ok()) {
+    return absl::Status(read.code(), absl::StrCat("ZeRO stage 3: reading the persistent "
+                                                  "parameters on rank ", group_->rank(), ": ",
+                                                  read.message()));
+  }
   if (!st.ok()) {
     return absl::Status(st.code(), absl::StrCat("ZeRO stage 3: gathering the persistent "
                                                 "parameters on rank ", group_->rank(), ": ",
@@ -448,8 +497,8 @@ absl::Status ShardedParams::WriteBack(int param) {
         seg.buffer.narrow(0, layout.param_offset(param) - seg.begin, layout.param_numel(param));
     for (const ParamPiece& piece : layout.PiecesOf(param)) {
       if (piece.rank != group_->rank()) continue;
-      shard_.narrow(0, piece.shard_offset, piece.numel)
-          .copy_(values.narrow(0, piece.param_offset, piece.numel));
+      ZT_RETURN_IF_ERROR(shard_->Write(
+          piece.shard_offset, values.narrow(0, piece.param_offset, piece.numel).contiguous()));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("ZeRO stage 3: write-back of ", Describe(param), ": ",

@@ -30,6 +30,7 @@
 #include "partition/fetch_order.h"
 #include "partition/flat_params.h"
 #include "partition/gather_on_use.h"
+#include "partition/param_shard.h"
 #include "partition/sharded_init.h"
 #include "partition/stage3_options.h"
 
@@ -49,16 +50,18 @@ class ShardedParams : public GatherOnUseOwner {
  public:
   // Collective. `params` are in flat order, every rank's holding the same values (the engine
   // broadcasts rank 0's first); `segment_starts` cut them into segments (ShardLayout). With
-  // `init`, segments partitioned at construction take their slices from it.
+  // `init`, segments partitioned at construction take their slices from it. The shard is built
+  // in memory, then placed where `shard_options` say (offload_param), one part per segment.
   static absl::StatusOr<std::unique_ptr<ShardedParams>> Create(
       const NamedTensors& params, const std::vector<int>& segment_starts,
       comm::ProcessGroup* group, int64_t bucket_numel, const Stage3Options& options,
-      const ShardedInit* init = nullptr);
+      const ShardedInit* init = nullptr, const ParamShardOptions& shard_options = {});
   ~ShardedParams() override;
 
   const FlatParams& flat_params() const { return *flat_; }
   const ShardLayout& layout() const { return flat_->layout(); }
-  const at::Tensor& shard() const { return shard_; }  // shard_numel(), the model's dtype
+  // This rank's shard_numel() elements, the model's dtype, wherever offload_param put them.
+  ParamShard& shard() const { return *shard_; }
   bool persistent(int segment) const { return segments_[segment].persistent; }
   int SegmentOf(int param) const { return segment_of_[param]; }
   const std::vector<int64_t>& FullShape(int param) const { return shapes_[param]; }
@@ -94,15 +97,20 @@ class ShardedParams : public GatherOnUseOwner {
     bool persistent = false;
     State state = State::kReleased;
     at::Tensor buffer;
+    at::Tensor input;  // this rank's part, read from the shard, until the gather has finished
     std::vector<comm::Work> works;
     int pins = 0;
   };
 
   ShardedParams(comm::ProcessGroup* group, const Stage3Options& options)
       : group_(group), options_(options) {}
-  absl::Status Init(const NamedTensors& params, const ShardedInit* init);
-  // Segment s's slices from a part ShardedInit cut, after checking it holds the same parameters.
-  absl::Status AdoptPart(int s, const ShardedInit::Part& part);
+  absl::Status Init(const NamedTensors& params, const ShardedInit* init,
+                    const ParamShardOptions& shard_options);
+  // Segment s's slices from a part ShardedInit cut into `values` (the shard being built), after
+  // checking it holds the same parameters.
+  absl::Status AdoptPart(int s, const ShardedInit::Part& part, at::Tensor& values);
+  // A shard that cannot be read (an NVMe fault) still launches the gathers, with zeros, so the
+  // ranks' collectives stay paired; the error is kept in failed_ and returned by Finish.
   void StartGather(int segment, bool prefetch);
   absl::Status Finish(int segment);  // waits for its gather and points its parameters into it
   absl::Status Release(int segment);
@@ -118,7 +126,7 @@ class ShardedParams : public GatherOnUseOwner {
   Stage3Options options_;
   std::unique_ptr<FlatParams> flat_;
   std::unique_ptr<FetchOrder> order_;
-  at::Tensor shard_;
+  std::unique_ptr<ParamShard> shard_;
   std::vector<Segment> segments_;
   std::vector<int> segment_of_;
   std::vector<std::vector<int64_t>> shapes_;

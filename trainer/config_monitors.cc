@@ -106,7 +106,9 @@ absl::Status MonitorsFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
       !s.ok()) {
     return s;
   }
-  return AioFromConfig(c.aio(), &out->engine.offload_optimizer.aio);
+  const absl::Status aio = AioFromConfig(c.aio(), &out->engine.offload_optimizer.aio);
+  out->engine.offload_param.aio = out->engine.offload_optimizer.aio;
+  return aio;
 }
 
 }  // namespace zerotrain::trainer

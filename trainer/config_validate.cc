@@ -22,7 +22,8 @@ absl::Status NotYet(const std::string& path, const std::string& value, const std
 std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
 
 // DeepSpeed features zerotrain does not have yet, when the config asks for them, and the offload
-// devices' spelling (offload_optimizer itself is OffloadToEngine's).
+// devices' spelling (the offload sections themselves are OffloadToEngine's and
+// ParamOffloadToEngine's).
 absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
   const ZeroOptimizationConfig& z = c.zero_optimization();
   const std::string od = z.offload_optimizer().device(), pd = z.offload_param().device();
@@ -33,10 +34,6 @@ absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
   if (pd != "none" && pd != "cpu" && pd != "nvme") {
     return Invalid("zero_optimization.offload_param.device", Quoted(pd),
                    "expected none, cpu or nvme");
-  }
-  if (pd != "none") {
-    return NotYet("zero_optimization.offload_param.device", Quoted(pd),
-                  "parameter offload is not implemented yet (issue 8)");
   }
   if (z.zero_quantized_weights() || z.zero_quantized_gradients()) {
     return NotYet(z.zero_quantized_weights() ? "zero_optimization.zero_quantized_weights"
@@ -181,6 +178,34 @@ absl::Status OffloadToEngine(const ZeroOptimizationConfig& z, EngineOptions* e,
   return absl::OkStatus();  // fast_init: swap files are preallocated and read as zeros
 }
 
+// zero_optimization.offload_param → EngineOptions::offload_param (stage 3 only; its aio is the
+// aio section's, config_monitors.cc). buffer_count and buffer_size size DeepSpeed's swap-in
+// buffers; here a swapped-in part is one submodule's share and lives while it is gathered, so
+// they have nothing to size and are accepted as they are.
+absl::Status ParamOffloadToEngine(const ZeroOptimizationConfig& z, EngineOptions* e) {
+  const OffloadParamConfig& o = z.offload_param();
+  if (o.device() == "none") return absl::OkStatus();
+  const std::string field = "zero_optimization.offload_param.";
+  if (z.stage() != 3) {
+    return Invalid(field + "device", Quoted(o.device()),
+                   absl::StrCat("parameter offload needs zero_optimization.stage 3 (stage is ",
+                                z.stage(), ")"));
+  }
+  if (o.device() == "nvme" && o.nvme_path().empty()) {
+    return Invalid(field + "nvme_path", Quoted(o.nvme_path()),
+                   "device \"nvme\" needs a directory for the swap files");
+  }
+  if (o.max_in_cpu() < 0) {
+    return Invalid(field + "max_in_cpu", absl::StrCat(o.max_in_cpu()), "must be >= 0 (elements)");
+  }
+  ParamOffloadOptions& out = e->offload_param;
+  out.device = o.device() == "cpu" ? OffloadDevice::kCpu : OffloadDevice::kNvme;
+  out.pin_memory = o.pin_memory();
+  out.nvme_path = o.nvme_path();
+  out.max_in_cpu = o.max_in_cpu();
+  return absl::OkStatus();
+}
+
 absl::Status PrecisionToEngine(const TrainerConfigProto& c, EngineOptions* e) {
   if (c.fp16().enabled() && c.bf16().enabled()) {
     return Invalid("fp16.enabled and bf16.enabled", "true", "enable at most one of them");
@@ -213,6 +238,7 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   ZT_RETURN_IF_ERROR(RejectUnimplemented(config));
   ZT_RETURN_IF_ERROR(ZeroToEngine(config, &out.engine, warnings));
   ZT_RETURN_IF_ERROR(OffloadToEngine(config.zero_optimization(), &out.engine, warnings));
+  ZT_RETURN_IF_ERROR(ParamOffloadToEngine(config.zero_optimization(), &out.engine));
   ZT_RETURN_IF_ERROR(PrecisionToEngine(config, &out.engine));
   ZT_RETURN_IF_ERROR(OptimizerToEngine(config, &out.engine, &out.effective));
 

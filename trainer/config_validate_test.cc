@@ -285,15 +285,35 @@ TEST(ConfigValidate, BatchTripleThatDoesNotMultiplyOutForTheWorld) {
   EXPECT_TRUE(Validate("train_batch_size: 16 gradient_accumulation_steps: 1", 4).ok());
 }
 
+TEST(ConfigValidate, ParameterOffloadMapsOntoEngineOptionsAtStage3) {
+  TrainerConfig c = Valid(R"(zero_optimization { stage: 3 offload_param {
+      device: "nvme" nvme_path: "/nvme" max_in_cpu: 1000 pin_memory: true } }
+      aio { block_size: 8192 queue_depth: 4 thread_count: 2 })");
+  EXPECT_EQ(c.engine.offload_param.device, OffloadDevice::kNvme);
+  EXPECT_EQ(c.engine.offload_param.nvme_path, "/nvme");
+  EXPECT_EQ(c.engine.offload_param.max_in_cpu, 1000);
+  EXPECT_TRUE(c.engine.offload_param.pin_memory);
+  EXPECT_EQ(c.engine.offload_param.aio.block_size, 8192);
+  EXPECT_EQ(c.engine.offload_param.aio.thread_count, 2);
+  EXPECT_EQ(Valid(R"(zero_optimization { stage: 3 offload_param { device: "cpu" } })")
+                .engine.offload_param.device,
+            OffloadDevice::kCpu);
+  EXPECT_EQ(Valid("zero_optimization { stage: 3 }").engine.offload_param.device,
+            OffloadDevice::kNone);
+}
+
 TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
   using absl::StatusCode;
   EXPECT_THAT(Error("zero_optimization { stage: 3 stage3_max_live_parameters: -1 }"),
               HasSubstr("zero_optimization.stage3_max_live_parameters = -1: must be >= 0"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2 offload_param { device: "cpu" } })"),
+              HasSubstr("zero_optimization.offload_param.device = \"cpu\": parameter offload "
+                        "needs zero_optimization.stage 3 (stage is 2)"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 3 offload_param { device: "nvme" } })"),
+              HasSubstr("zero_optimization.offload_param.nvme_path = \"\""));
   EXPECT_THAT(
-      Error(R"(zero_optimization { stage: 2 offload_param { device: "cpu" } })",
-            StatusCode::kUnimplemented),
-      HasSubstr("zero_optimization.offload_param.device = \"cpu\": parameter offload is not "
-                "implemented yet (issue 8)"));
+      Error(R"(zero_optimization { stage: 3 offload_param { device: "cpu" max_in_cpu: -1 } })"),
+      HasSubstr("zero_optimization.offload_param.max_in_cpu = -1"));
   EXPECT_THAT(Error(R"(zero_optimization { offload_optimizer { device: "gpu" } })"),
               HasSubstr("zero_optimization.offload_optimizer.device = \"gpu\": expected none, "
                         "cpu or nvme"));

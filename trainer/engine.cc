@@ -113,6 +113,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
                          c10::toString(p.scalar_type())});
   }
   ZT_RETURN_IF_ERROR(e->CheckRanksAgree(signature, local));
+  ZT_RETURN_IF_ERROR(e->AgreeAllOk(e->InitOffload(), where));
   // Stage 3 shards rank 0's values; stages 0-2 broadcast their flat buffer in one collective.
   if (options.stage == 3) ZT_RETURN_IF_ERROR(e->BroadcastInitialState(named));
   ZT_RETURN_IF_ERROR(e->CreateParams(named, segment_starts));
@@ -221,7 +222,8 @@ absl::Status Engine::CreateParams(const partition::NamedTensors& named,
   if (options_.stage == 3) {
     ZT_ASSIGN_OR_RETURN(sharded_, partition::ShardedParams::Create(
                                       named, segment_starts, group_, Stage3BucketNumel(options_),
-                                      options_.stage3, options_.sharded_init));
+                                      options_.stage3, options_.sharded_init,
+                                      ParamShardOptionsFor()));
   } else {
     ZT_ASSIGN_OR_RETURN(auto flat, partition::FlatParams::Create(named, group_->world_size(),
                                                                  options_.reduce_bucket_size));
@@ -284,10 +286,14 @@ absl::Status Engine::Backward(const at::Tensor& loss) {
 ModelStateBytes Engine::model_state_bytes() const {
   ModelStateBytes b;
   if (sharded_) {
-    // The shard, and the persistent parameters every rank holds whole; gathered copies come and
-    // go within a step (gather_stats()).
-    const int64_t elem = sharded_->shard().element_size();
-    b.params = (sharded_->shard().numel() + sharded_->stats().persistent_numel) * elem;
+    // The shard (unless offload_param moved it), and the persistent parameters every rank holds
+    // whole; gathered copies come and go within a step (gather_stats()).
+    const partition::ParamShard& shard = sharded_->shard();
+    const int64_t elem = c10::elementSize(shard.dtype());
+    const bool with_model = shard.options().device == partition::ParamDevice::kModel;
+    b.params = ((with_model ? shard.numel() : 0) + sharded_->stats().persistent_numel) * elem;
+    b.offloaded_host += shard.host_bytes();
+    b.offloaded_nvme += shard.nvme_bytes();
   } else {
     b.params = flat_->flat().numel() * static_cast<int64_t>(flat_->flat().element_size());
   }
@@ -298,8 +304,8 @@ ModelStateBytes Engine::model_state_bytes() const {
     b.master = master_aliases_params_ ? 0 : array_bytes;
     b.optimizer_states = states * array_bytes;
   } else {
-    b.offloaded_host = state_->host_bytes();
-    b.offloaded_nvme = state_->nvme_bytes();
+    b.offloaded_host += state_->host_bytes();
+    b.offloaded_nvme += state_->nvme_bytes();
   }
   for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
     b.buffers += t.numel() * static_cast<int64_t>(t.element_size());

@@ -44,6 +44,9 @@ class SwapSpace;
 
 namespace zerotrain::trainer {
 
+// optim/'s name for a tensor dtype (fp32, bf16 or fp16; others read as fp32).
+optim::DType ToOptimDtype(at::ScalarType t);
+
 // Wall-clock seconds of the last optimizer step's micro-batches, summed over them. "forward" is
 // the time between the engine's previous call and Backward, i.e. the caller's forward pass.
 struct StepTimes {
@@ -158,9 +161,16 @@ class Engine {
   // Parameter i's full values (flattened, fp32) into this rank's part of the master.
   absl::Status MasterFromValues(int i, const at::Tensor& values);
   absl::Status CloseGathered(const std::vector<int>& params, int modifier_rank);
+  // The host memory pool and the swap spaces offload_optimizer and offload_param ask for.
+  absl::Status InitOffload();
+  // Where stage 3's parameter shard goes (offload_param), after InitOffload.
+  partition::ParamShardOptions ParamShardOptionsFor() const;
   // The master weights and optimizer states (engine_state.cc): where offload_optimizer puts
   // them, the master filled from the model's values.
   absl::Status InitState();
+  // Elements [begin, begin + numel) of the model's copy the master mirrors: the flat buffer at
+  // stages 0-2 (a view), stage 3's shard (a view unless offload_param swapped it out).
+  absl::StatusOr<at::Tensor> ModelRange(int64_t begin, int64_t numel) const;
   // Master then optimizer states, whole (views of resident memory, or copies read from NVMe).
   absl::StatusOr<std::vector<at::Tensor>> ReadState() const;
   // Overwrites them from `arrays` (as ReadState returns them).
@@ -191,16 +201,16 @@ class Engine {
   BatchSizes batch_;
   comm::ProcessGroup* group_ = nullptr;
   torch::nn::Module* module_ = nullptr;
+  // Before the parameters and the store, which hold blocks and regions of them.
+  std::unique_ptr<offload::PinnedHostPool> host_pool_;
+  std::unique_ptr<offload::SwapSpace> swap_;        // offload_optimizer nvme
+  std::unique_ptr<offload::SwapSpace> param_swap_;  // offload_param nvme
   std::unique_ptr<partition::FlatParams> flat_;            // stages 0-2
   std::unique_ptr<partition::ShardedParams> sharded_;     // stage 3
   std::unordered_map<const void*, int> param_index_;      // TensorImpl -> parameter
   std::unique_ptr<partition::GradientReducer> reducer_;
   std::unique_ptr<ShardOptimizer> optimizer_;
   std::unique_ptr<optim::LossScaler> scaler_;
-  // Declared in this order so that the store goes first: its buffers come from the pool and its
-  // files live in the swap space.
-  std::unique_ptr<offload::PinnedHostPool> host_pool_;
-  std::unique_ptr<offload::SwapSpace> swap_;
   // The fp32 master weights, then the optimizer's state arrays, of master_numel_ elements each.
   std::unique_ptr<offload::SubGroupStore> state_;
   int64_t master_numel_ = 0;

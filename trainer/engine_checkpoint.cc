@@ -26,14 +26,6 @@ namespace {
 
 using checkpoint::ArrayDType;
 
-optim::DType OptimDtypeOf(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return optim::DType::kBFloat16;
-    case at::kHalf: return optim::DType::kFloat16;
-    default: return optim::DType::kFloat32;
-  }
-}
-
 std::string ShapeText(const checkpoint::ParameterEntry& p) {
   return absl::StrCat("'", p.name(), "' [", absl::StrJoin(p.shape(), ", "), "] ", p.dtype());
 }
@@ -303,17 +295,27 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
     if (local.ok() && !master_aliases_params_) {
       // The same fp32 -> bf16/fp16 rounding the optimizer kernels use for their params_out.
-      const at::Tensor& out = sharded_ ? sharded_->shard() : flat_->flat();
-      auto* bytes = static_cast<char*>(out.data_ptr());
-      const optim::DType dt = OptimDtypeOf(out.scalar_type());
-      const partition::ShardLayout& layout = flat_params().layout();
-      for (const MasterRun& run : MasterRuns()) {
-        // Stage 3 writes its shard (laid out as the master); the others their flat buffer.
-        const int64_t at = sharded_ ? run.master_offset
-                                    : layout.param_offset(run.param) + run.param_offset;
-        optim::ConvertFromFloat(loaded[0].data_ptr<float>() + run.master_offset,
-                                bytes + at * out.element_size(), dt, run.numel);
+      // Stage 3 converts into a copy of its shard (laid out as the master) and writes it back
+      // whole (it may live on NVMe); the others convert into their flat buffer in place.
+      at::Tensor out = flat_ ? flat_->flat() : at::Tensor();
+      if (sharded_) {
+        absl::StatusOr<at::Tensor> shard = sharded_->shard().Read(0, master_numel_);
+        if (shard.ok()) out = shard->clone();
+        local = shard.status();
       }
+      if (local.ok()) {
+        auto* bytes = static_cast<char*>(out.data_ptr());
+        const optim::DType dt = ToOptimDtype(out.scalar_type());
+        const partition::ShardLayout& layout = flat_params().layout();
+        for (const MasterRun& run : MasterRuns()) {
+          const int64_t at = sharded_ ? run.master_offset
+                                      : layout.param_offset(run.param) + run.param_offset;
+          optim::ConvertFromFloat(loaded[0].data_ptr<float>() + run.master_offset,
+                                  bytes + at * out.element_size(), dt, run.numel);
+        }
+        if (sharded_) local = sharded_->shard().Write(0, out);
+      }
+      if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
     }
     if (!rng.empty()) {
       at::Tensor state = at::empty({static_cast<int64_t>(rng.size())}, at::kByte);

@@ -4,7 +4,8 @@
 // rest. Faults, made for real: a missing nvme_path, a file-size limit that stops the swap files
 // from being preallocated, and a swap file truncated between two steps; each is a clear error on
 // every rank (no hang), and a truncation mid-run leaves the last checkpoint loadable and writes
-// no new one.
+// no new one. With offload_param nvme, a truncated parameter swap file fails the next forward
+// naming the file, and the other rank fails within the group's timeout.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -99,10 +100,43 @@ absl::Status CheckAccounting(comm::ProcessGroup* group, int stage) {
   return absl::OkStatus();
 }
 
+// Stage 3 parameter offload: the shard leaves the model's bytes for host memory (cpu) or the swap
+// files (nvme, no part kept in host memory).
+absl::Status CheckParamAccounting(comm::ProcessGroup* group) {
+  const std::string nvme = TestDir(absl::StrCat("pacct_", group->rank()));
+  std::filesystem::create_directories(nvme);
+  int64_t with_model = 0;
+  for (OffloadDevice param : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+    auto net = testing::MakeNet(ModelKind::kMlp);
+    EngineOptions o = Options(3, OffloadDevice::kNone, nvme);
+    o.offload_param.device = param;
+    o.offload_param.nvme_path = nvme;
+    o.offload_param.max_in_cpu = 0;
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group));
+    ZT_RETURN_IF_ERROR(Train(*engine, *net, 1));
+    const ModelStateBytes b = engine->model_state_bytes();
+    const int64_t shard = 2 * engine->flat_params().layout().padded_numel() / group->world_size();
+    const std::string what = absl::StrCat("offload_param ", OffloadDeviceName(param), ": ",
+                                          b.ToString());
+    if (param == OffloadDevice::kNone) {
+      with_model = b.params;
+      if (b.params != shard || b.offloaded_host != 0) return absl::InternalError(what);
+    } else if (b.params != 0 ||
+               (param == OffloadDevice::kCpu && (b.offloaded_host < shard ||
+                                                 b.offloaded_host >= shard + 4096)) ||
+               (param == OffloadDevice::kNvme &&
+                (b.offloaded_host != 0 || b.offloaded_nvme != shard))) {
+      return absl::InternalError(absl::StrCat(what, "; the shard is ", shard, " B"));
+    }
+  }
+  return with_model > 0 ? absl::OkStatus() : absl::InternalError("no shard bytes");
+}
+
 TEST(OffloadAccounting, HostAndNvmeBytes) {
   auto outcomes = SpawnRanks(2, [](int) -> absl::StatusOr<std::string> {
     ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
     for (int stage : {1, 2, 3}) ZT_RETURN_IF_ERROR(CheckAccounting(group.get(), stage));
+    ZT_RETURN_IF_ERROR(CheckParamAccounting(group.get()));
     return std::string("ok");
   });
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
@@ -187,6 +221,43 @@ TEST(OffloadFaults, TruncatedSwapFileStopsEveryRankAndKeepsTheCheckpoint) {
   auto outcomes = SpawnRanks(2, [](int) -> absl::StatusOr<std::string> {
     ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
     ZT_RETURN_IF_ERROR(TruncatedMidRun(group.get()));
+    return std::string("ok");
+  });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+absl::Status TruncatedParamFile(comm::ProcessGroup* group) {
+  const int rank = group->rank();
+  const std::string nvme = TestDir(absl::StrCat("ptrunc_", rank));
+  std::filesystem::create_directories(nvme);
+  auto net = testing::MakeNet(ModelKind::kMlp);
+  EngineOptions o = Options(3, OffloadDevice::kNone, nvme);
+  o.offload_param.device = OffloadDevice::kNvme;
+  o.offload_param.nvme_path = nvme;
+  o.offload_param.max_in_cpu = 0;
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group));
+  ZT_RETURN_IF_ERROR(Train(*engine, *net, 2));
+  ZT_RETURN_IF_ERROR(group->Barrier());
+  if (rank == 0) {
+    ZT_ASSIGN_OR_RETURN(std::string file, SwapFileOf(nvme));
+    std::filesystem::resize_file(file, 0);
+  }
+  ZT_RETURN_IF_ERROR(group->Barrier());
+  absl::Status s;
+  try {
+    s = Train(*engine, *net, 1);
+  } catch (const c10::Error& e) {  // the forward's operator reports the failed gather
+    s = absl::InternalError(e.what_without_backtrace());
+  }
+  return Expect(s, rank == 0 ? ".swp" : "", "step after truncating a parameter file");
+}
+
+TEST(OffloadFaults, TruncatedParameterFileFailsTheForward) {
+  auto outcomes = SpawnRanks(2, [](int) -> absl::StatusOr<std::string> {
+    comm::GroupOptions go;
+    go.timeout = std::chrono::seconds(5);  // rank 1 fails on the collective rank 0 never joins
+    ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv(go));
+    ZT_RETURN_IF_ERROR(TruncatedParamFile(group.get()));
     return std::string("ok");
   });
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);

@@ -1,9 +1,7 @@
-// Optimizer offload (offload_optimizer cpu / nvme) against the same engine without it, on 2 ranks:
-// 20 steps at stages 1, 2 and 3, fp32 and bf16, end with bitwise the same fp32 master weights
-// and model parameters; a checkpoint saved from NVMe-held state resumes bitwise in a cpu-offload
-// engine; the accounting puts 12 Psi / N bytes in host memory for cpu and only the sub-group
-// buffers for nvme; and NVMe faults (missing directory, file-size limit, a swap file truncated
-// mid-run) give a clear error on every rank and leave the last checkpoint loadable.
+// Offload against the same engine without it, on 2 ranks: 20 steps at stages 1, 2 and 3, fp32
+// and bf16, with offload_optimizer cpu and nvme (and at stage 3 offload_param cpu, and nvme for
+// both with no part kept in host memory) end with bitwise the same fp32 master weights and model
+// parameters; a checkpoint saved from NVMe-held state resumes bitwise in a cpu-offload engine.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -36,7 +34,7 @@ std::string TestDir(const std::string& name) {
 }
 
 EngineOptions Options(int stage, Precision precision, OffloadDevice device,
-                      const std::string& nvme_dir) {
+                      const std::string& nvme_dir, OffloadDevice param = OffloadDevice::kNone) {
   EngineOptions o;
   o.stage = stage;
   o.train_batch_size = kBatch;
@@ -50,6 +48,10 @@ EngineOptions Options(int stage, Precision precision, OffloadDevice device,
   o.offload_optimizer.buffer_count = 2;
   o.offload_optimizer.aio.block_size = 4096;  // several transfers per sub-group region
   o.sub_group_size = kSubGroup;
+  o.offload_param.device = param;
+  o.offload_param.nvme_path = nvme_dir;
+  o.offload_param.max_in_cpu = 0;  // every part on NVMe
+  o.offload_param.aio.block_size = 4096;
   return o;
 }
 
@@ -108,25 +110,36 @@ absl::Status CompareDevices(comm::ProcessGroup* group, int stage, Precision prec
   std::filesystem::create_directories(nvme);
   Outcome none;
   at::Tensor initial;
-  for (OffloadDevice device : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+  using D = OffloadDevice;
+  std::vector<std::pair<D, D>> runs = {{D::kNone, D::kNone}, {D::kCpu, D::kNone},
+                                       {D::kNvme, D::kNone}};  // (optimizer, parameters)
+  if (stage == 3) {
+    runs.push_back({D::kNone, D::kCpu});
+    runs.push_back({D::kNvme, D::kNvme});
+  }
+  for (const auto& [device, param] : runs) {
     auto net = testing::MakeNet(ModelKind::kTransformer);
-    EngineOptions o = Options(stage, precision, device, nvme);
+    EngineOptions o = Options(stage, precision, device, nvme, param);
     // The reference steps its shard in one piece: cutting it into sub-groups changes no bit.
-    if (device == OffloadDevice::kNone) o.sub_group_size = 1000000000;
+    if (device == D::kNone && param == D::kNone) o.sub_group_size = 1000000000;
     ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group));
-    if (device == OffloadDevice::kNone) {
+    if (device == D::kNone && param == D::kNone) {
       ZT_ASSIGN_OR_RETURN(initial, engine->MasterCopy());
     }
     ZT_RETURN_IF_ERROR(Train(*engine, *net, rank, 0, 10));
-    if (device == OffloadDevice::kNvme) ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ckpt, "s10"));
+    if (device == D::kNvme && param == D::kNone) {
+      ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ckpt, "s10"));
+    }
     ZT_RETURN_IF_ERROR(Train(*engine, *net, rank, 10, 20));
     ZT_ASSIGN_OR_RETURN(Outcome got, Finish(*engine, *net));
-    if (device == OffloadDevice::kNone) {
+    if (device == D::kNone && param == D::kNone) {
       none = got;
       if (at::equal(none.master, initial)) return absl::InternalError(what + ": nothing trained");
       continue;
     }
-    ZT_RETURN_IF_ERROR(SameBits(got, none, absl::StrCat(what, " offload ", OffloadDeviceName(device))));
+    ZT_RETURN_IF_ERROR(SameBits(got, none, absl::StrCat(what, " offload_optimizer ",
+                                                        OffloadDeviceName(device), " offload_param ",
+                                                        OffloadDeviceName(param))));
   }
   auto net = testing::MakeNet(ModelKind::kTransformer);
   ZT_ASSIGN_OR_RETURN(auto resumed, Engine::Create(*net, Options(stage, precision,

@@ -44,6 +44,18 @@ struct OptimizerOffloadOptions {
   offload::AioOptions aio;
 };
 
+// Where stage 3 keeps each rank's parameter shard between uses (DeepSpeed's offload_param):
+// kNone with the model; kCpu in host memory from a PinnedHostPool; kNvme in swap files under
+// nvme_path, one per submodule's part, read when the part is gathered (or prefetched) and
+// written after the optimizer step, except the first max_in_cpu elements, kept in host memory.
+struct ParamOffloadOptions {
+  OffloadDevice device = OffloadDevice::kNone;
+  bool pin_memory = false;
+  std::string nvme_path;
+  int64_t max_in_cpu = 1000000000;
+  offload::AioOptions aio;
+};
+
 struct EngineOptions {
   int stage = 0;  // ZeRO stage 0, 1, 2 or 3
   // The batch triple: 0 means "derive it"; train = micro x accumulation x world size.
@@ -66,6 +78,7 @@ struct EngineOptions {
   // swapped in and out.
   OptimizerOffloadOptions offload_optimizer;
   int64_t sub_group_size = 1000000000;
+  ParamOffloadOptions offload_param;  // stage 3 only
   // Stage 3: the module was partitioned while it was built (docs/STAGE3.md); must outlive Create.
   partition::ShardedInit* sharded_init = nullptr;
 

@@ -33,14 +33,68 @@ absl::Status WithContext(const absl::Status& s, const std::string& where) {
 
 }  // namespace
 
-absl::Status Engine::InitState() {
+absl::Status Engine::InitOffload() {
   const std::string where = absl::StrCat("Engine::Create on rank ", group_->rank(), ": ");
   const OptimizerOffloadOptions& off = options_.offload_optimizer;
+  const ParamOffloadOptions& param = options_.offload_param;
   if (off.device != OffloadDevice::kNone && options_.stage == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, "offload_optimizer ", OffloadDeviceName(off.device), " needs ZeRO stage 1-3"));
   }
-  const at::Tensor& model = sharded_ ? sharded_->shard() : flat_->flat();
+  if (param.device != OffloadDevice::kNone && options_.stage != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "offload_param ", OffloadDeviceName(param.device), " needs ZeRO stage 3 (stage is ",
+        options_.stage, ")"));
+  }
+  offload::PinnedHostPoolOptions po;
+  po.use_cuda_host_alloc = (off.device != OffloadDevice::kNone && off.pin_memory) ||
+                           (param.device != OffloadDevice::kNone && param.pin_memory);
+  ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create(po));
+  host_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
+  auto make_swap = [&](const std::string& path, const offload::AioOptions& aio,
+                       const char* field, std::unique_ptr<offload::SwapSpace>* out) {
+    offload::SwapSpaceOptions sw;
+    sw.directory = path;
+    sw.aio = aio;
+    auto swap = offload::SwapSpace::Create(sw);
+    if (!swap.ok()) {
+      return WithContext(swap.status(), absl::StrCat(where, field, " \"", path, "\": "));
+    }
+    *out = std::move(*swap);
+    return absl::OkStatus();
+  };
+  if (off.device == OffloadDevice::kNvme) {
+    ZT_RETURN_IF_ERROR(make_swap(off.nvme_path, off.aio, "offload_optimizer.nvme_path", &swap_));
+  }
+  if (param.device == OffloadDevice::kNvme) {
+    ZT_RETURN_IF_ERROR(
+        make_swap(param.nvme_path, param.aio, "offload_param.nvme_path", &param_swap_));
+  }
+  return absl::OkStatus();
+}
+
+partition::ParamShardOptions Engine::ParamShardOptionsFor() const {
+  const ParamOffloadOptions& param = options_.offload_param;
+  partition::ParamShardOptions o;
+  o.pool = host_pool_.get();
+  if (param.device == OffloadDevice::kCpu) o.device = partition::ParamDevice::kHost;
+  if (param.device == OffloadDevice::kNvme) {
+    o.device = partition::ParamDevice::kNvme;
+    o.swap = param_swap_.get();
+    o.region_prefix = absl::StrCat("rank", group_->rank(), ".param.");
+    o.max_in_cpu = param.max_in_cpu;
+  }
+  return o;
+}
+
+absl::StatusOr<at::Tensor> Engine::ModelRange(int64_t begin, int64_t numel) const {
+  if (sharded_) return sharded_->shard().Read(begin, numel);
+  return flat_->flat().narrow(0, begin, numel);
+}
+
+absl::Status Engine::InitState() {
+  const std::string where = absl::StrCat("Engine::Create on rank ", group_->rank(), ": ");
+  const OptimizerOffloadOptions& off = options_.offload_optimizer;
   std::vector<ModelRun> runs;
   if (options_.stage == 1 || options_.stage == 2) {
     const partition::ShardLayout& layout = flat_->layout();
@@ -50,16 +104,15 @@ absl::Status Engine::InitState() {
       runs.push_back({b.shard_offset, layout.OwnedBegin(k, group_->rank()), b.slice});
     }
   } else {
-    master_numel_ = model.numel();
+    master_numel_ = sharded_ ? sharded_->shard().numel() : flat_->flat().numel();
     runs.push_back({0, 0, master_numel_});
   }
-  master_aliases_params_ = off.device == OffloadDevice::kNone &&
-                           model.scalar_type() == at::kFloat && options_.stage != 1 &&
-                           options_.stage != 2;
-  offload::PinnedHostPoolOptions po;
-  po.use_cuda_host_alloc = off.device != OffloadDevice::kNone && off.pin_memory;
-  ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create(po));
-  host_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
+  // Only a shard that stays one tensor in the model's memory can be the master itself.
+  const at::ScalarType dtype = sharded_ ? sharded_->shard().dtype() : flat_->flat().scalar_type();
+  master_aliases_params_ = off.device == OffloadDevice::kNone && dtype == at::kFloat &&
+                           (options_.stage == 0 ||
+                            (options_.stage == 3 &&
+                             sharded_->shard().options().device == partition::ParamDevice::kModel));
 
   offload::SubGroupStoreOptions so;
   so.arrays = {checkpoint::kMasterArray};
@@ -68,19 +121,11 @@ absl::Status Engine::InitState() {
   so.sub_group_numel = std::min(options_.sub_group_size, so.numel);
   so.pool = host_pool_.get();
   if (master_aliases_params_) {
+    ZT_ASSIGN_OR_RETURN(at::Tensor whole, ModelRange(0, master_numel_));
     so.external.assign(so.arrays.size(), nullptr);
-    so.external[0] = model.data_ptr<float>();
+    so.external[0] = whole.data_ptr<float>();
   }
   if (off.device == OffloadDevice::kNvme) {
-    offload::SwapSpaceOptions sw;
-    sw.directory = off.nvme_path;
-    sw.aio = off.aio;
-    auto swap = offload::SwapSpace::Create(sw);
-    if (!swap.ok()) {
-      return WithContext(swap.status(), absl::StrCat(where, "offload_optimizer.nvme_path \"",
-                                                     off.nvme_path, "\": "));
-    }
-    swap_ = std::move(*swap);
     so.device = offload::StoreDevice::kNvme;
     so.swap = swap_.get();
     so.region_prefix = absl::StrCat("rank", group_->rank(), ".");
@@ -101,8 +146,10 @@ absl::Status Engine::InitState() {
                            const int64_t lo = std::max(r.master_offset, v.begin);
                            const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
                            if (lo >= hi) continue;
-                           m.narrow(0, lo - v.begin, hi - lo)
-                               .copy_(model.narrow(0, r.model_offset + lo - r.master_offset, hi - lo));
+                           ZT_ASSIGN_OR_RETURN(
+                               at::Tensor model,
+                               ModelRange(r.model_offset + lo - r.master_offset, hi - lo));
+                           m.narrow(0, lo - v.begin, hi - lo).copy_(model);
                          }
                          return absl::OkStatus();
                        }),
@@ -117,6 +164,12 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
     shard.numel = v.numel;
     shard.master = v.arrays[0];
     shard.state.assign(v.arrays.begin() + 1, v.arrays.end());
+    // Stage 3 writes its shard's elements of this sub-group: a view of the shard, or a copy
+    // read from NVMe and written back after the step.
+    at::Tensor out;
+    if (sharded_ && !master_aliases_params_) {
+      ZT_ASSIGN_OR_RETURN(out, sharded_->shard().Read(v.begin, v.numel));
+    }
     // Each segment's part inside this sub-group, its pointers moved along with it.
     std::vector<ShardSegment> inside;
     for (const ShardSegment& s : segments) {
@@ -130,10 +183,14 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
       if (s.params_out != nullptr) {
         c.params_out =
             static_cast<char*>(s.params_out) + (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
+      } else if (out.defined()) {
+        c.params_out = static_cast<char*>(out.data_ptr()) + (lo - v.begin) * out.element_size();
+        c.params_out_dtype = ToOptimDtype(out.scalar_type());
       }
       inside.push_back(c);
     }
-    return optimizer_->Step(step, grad_scale, shard, inside);
+    ZT_RETURN_IF_ERROR(optimizer_->Step(step, grad_scale, shard, inside));
+    return out.defined() ? sharded_->shard().Write(v.begin, out) : absl::OkStatus();
   });
 }
 

@@ -21,18 +21,10 @@ double Now() {
       .count();
 }
 
-optim::DType OptimDtype(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return optim::DType::kBFloat16;
-    case at::kHalf: return optim::DType::kFloat16;
-    default: return optim::DType::kFloat32;
-  }
-}
-
 std::vector<optim::GradShard> AsGradShards(const std::vector<partition::GradSegment>& grads) {
   std::vector<optim::GradShard> shards;
   for (const auto& g : grads) {
-    shards.push_back({g.grads.data_ptr(), g.grads.numel(), OptimDtype(g.grads.scalar_type())});
+    shards.push_back({g.grads.data_ptr(), g.grads.numel(), ToOptimDtype(g.grads.scalar_type())});
   }
   return shards;
 }
@@ -95,20 +87,19 @@ absl::Status Engine::StepAtBoundary(double start) {
     return scaler_->Update(true);
   }
   ZT_ASSIGN_OR_RETURN(double grad_scale, GradScale(grads));
-  // The low-precision copy the optimizer writes: the flat buffer, or stage 3's shard.
-  const at::Tensor& out = sharded_ ? sharded_->shard() : flat_->flat();
-  auto* out_bytes = static_cast<char*>(out.data_ptr());
+  // The low-precision copy the optimizer writes: the flat buffer here; stage 3's shard, which
+  // may be swapped out, per sub-group in StepOptimizer.
   std::vector<ShardSegment> segments;
   for (const auto& g : grads) {
     ShardSegment s;
     s.offset = g.shard_offset;
     s.size = g.grads.numel();
     s.grads = g.grads.data_ptr();
-    s.grad_dtype = OptimDtype(g.grads.scalar_type());
-    if (!master_aliases_params_) {
-      const int64_t at = sharded_ ? g.shard_offset : g.flat_begin;
-      s.params_out = out_bytes + at * out.element_size();
-      s.params_out_dtype = OptimDtype(out.scalar_type());
+    s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
+    if (!master_aliases_params_ && !sharded_) {
+      const at::Tensor& flat = flat_->flat();
+      s.params_out = static_cast<char*>(flat.data_ptr()) + g.flat_begin * flat.element_size();
+      s.params_out_dtype = ToOptimDtype(flat.scalar_type());
     }
     segments.push_back(s);
   }
@@ -120,7 +111,9 @@ absl::Status Engine::StepAtBoundary(double start) {
   const double stepped = Now();
   times_.step += stepped - start;
   if (sharded_) {
-    ZT_RETURN_IF_ERROR(sharded_->Refresh());  // gathered copies are stale; persistent ones again
+    // Gathered copies are stale; persistent ones are gathered again. Agreed on, as a rank that
+    // could not read its shard would leave the others' next gathers unpaired.
+    ZT_RETURN_IF_ERROR(AgreeAllOk(sharded_->Refresh(), ""));
     times_.allgather += Now() - stepped;
   } else if (options_.stage > 0) {
     ZT_RETURN_IF_ERROR(GatherParams());
@@ -161,6 +154,14 @@ absl::Status Engine::Step() {
     return broken_;
   }
   return absl::OkStatus();
+}
+
+optim::DType ToOptimDtype(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return optim::DType::kBFloat16;
+    case at::kHalf: return optim::DType::kFloat16;
+    default: return optim::DType::kFloat32;
+  }
 }
 
 absl::Status Engine::BrokenError() const {

@@ -2,7 +2,7 @@
 // at ZeRO stages 0, 1, 2 and 3 (with and without prefetch) on local ranks in one run; prints samples/s, the step-time split and
 // model-state bytes per rank next to the ZeRO formula, as a markdown table. samples/s comes from
 // the median step (forward + Backward + Step between barriers); the split columns are means.
-//   bazel run -c opt //trainer:zero_bench [-- --world=2 --steps=5]
+//   bazel run -c opt //trainer:zero_bench [-- --world=2 --steps=5 --micro=4]
 // Started without rank variables it launches the ranks itself (this binary, one process each,
 // OMP_NUM_THREADS=1 unless set, as torchrun does).
 #include <torch/torch.h>
@@ -23,7 +23,8 @@
 namespace zerotrain::trainer {
 namespace {
 
-constexpr int64_t kDim = 512, kLayers = 16, kSeq = 32, kMicro = 4;
+constexpr int64_t kDim = 512, kLayers = 16, kSeq = 32;
+int64_t micro_batch = 4;  // --micro: samples per rank per step
 
 void Check(const absl::Status& s) {
   if (!s.ok()) {
@@ -63,7 +64,7 @@ std::unique_ptr<Stage> MakeStage(int stage, bool reduce_scatter, bool prefetch,
   s->model = MakeModel();
   EngineOptions o;
   o.stage = stage;
-  o.train_micro_batch_size_per_gpu = kMicro;
+  o.train_micro_batch_size_per_gpu = micro_batch;
   o.reduce_bucket_size = 1 << 22;
   o.allgather_bucket_size = 1 << 22;
   o.reduce_scatter = reduce_scatter;
@@ -79,7 +80,7 @@ std::unique_ptr<Stage> MakeStage(int stage, bool reduce_scatter, bool prefetch,
 void TimedStep(Stage& s, comm::ProcessGroup* group, bool record) {
   Check(group->Barrier());
   const double start = Now();
-  torch::Tensor x = torch::randn({kSeq, kMicro, kDim});
+  torch::Tensor x = torch::randn({kSeq, micro_batch, kDim});
   torch::Tensor loss;
   {
     auto scope = s.engine->BeginForward();
@@ -103,7 +104,7 @@ void TimedStep(Stage& s, comm::ProcessGroup* group, bool record) {
 double SamplesPerSecond(const Stage& s, comm::ProcessGroup* group) {
   std::vector<double> sorted = s.seconds;
   std::sort(sorted.begin(), sorted.end());
-  return kMicro * group->world_size() / sorted[sorted.size() / 2];
+  return micro_batch * group->world_size() / sorted[sorted.size() / 2];
 }
 
 void PrintStage(const Stage& s, comm::ProcessGroup* group, double stage0_samples) {
@@ -136,7 +137,7 @@ int RunRank(int steps, bool check_calls) {
     std::printf("zero_bench: %lld parameters, %d ranks, fp32, micro batch %lld x seq %lld, "
                 "AdamW, buckets 4M elements, overlap_comm on, comm call check %s\n\n",
                 static_cast<long long>(numel), (*group)->world_size(),
-                static_cast<long long>(kMicro), static_cast<long long>(kSeq),
+                static_cast<long long>(micro_batch), static_cast<long long>(kSeq),
                 check_calls ? "on" : "off");
     std::printf("| stage | gradient reduction | samples/s | vs stage 0 | forward ms | "
                 "backward ms | bwd comm ms | step ms | all-gather ms | params MiB | grads MiB | "
@@ -177,24 +178,29 @@ int RunRank(int steps, bool check_calls) {
 
 int main(int argc, char** argv) {
   int world = 2, steps = 5;
+  int64_t micro = 4;
   bool check_calls = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     bool ok = false;
     if (a.rfind("--world=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &world) && world > 0;
     if (a.rfind("--steps=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &steps) && steps > 0;
+    if (a.rfind("--micro=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &micro) && micro > 0;
     if (a == "--no_call_check") ok = !(check_calls = false);
     if (!ok) {
-      std::fprintf(stderr, "zero_bench: bad flag %s (--world=N --steps=N --no_call_check)\n",
+      std::fprintf(stderr,
+                   "zero_bench: bad flag %s (--world=N --steps=N --micro=N --no_call_check)\n",
                    a.c_str());
       return 2;
     }
   }
+  zerotrain::trainer::micro_batch = micro;
   if (std::getenv("RANK") != nullptr) {
     zerotrain::comm::DieWithLauncher();
     return zerotrain::trainer::RunRank(steps, check_calls);
   }
-  std::vector<std::string> args = {absl::StrCat("--steps=", steps)};
+  std::vector<std::string> args = {absl::StrCat("--steps=", steps),
+                                   absl::StrCat("--micro=", micro)};
   if (!check_calls) args.push_back("--no_call_check");
   absl::Status s = zerotrain::comm::LaunchRanks(
       {.nproc_per_node = world, .master_port = 29750, .args = args});
