@@ -89,4 +89,9 @@ std::vector<int64_t> ShardedInit::FullShapeOf(const at::Tensor& param) const {
   return part->shapes[it - part->params.begin()];
 }
 
+void ShardedInit::ReleaseShards() {
+  for (Part& part : parts_) part.shard = at::Tensor();
+  shard_bytes_ = 0;
+}
+
 }  // namespace zerotrain::partition

@@ -50,6 +50,10 @@ class ShardedInit {
   std::vector<int64_t> FullShapeOf(const at::Tensor& param) const;
   int64_t bucket_numel() const { return bucket_numel_; }
   int64_t shard_bytes() const { return shard_bytes_; }  // slices held, all parts
+  // Frees the slices once an engine has adopted them (Engine::Create does this), so they are not
+  // held twice for the rest of the run; shapes and PartOf stay. A second engine built from this
+  // ShardedInit then fails at Create saying so.
+  void ReleaseShards();
 
  private:
   absl::Status PartitionOwn(torch::nn::Module& module);  // its own parameters: one part

@@ -67,6 +67,11 @@ absl::Status ShardedParams::AdoptPart(int s, const ShardedInit::Part& part, at::
   const ShardLayout& layout = flat_->layout();
   const Segment& seg = segments_[s];
   const int first = layout.SegmentFirstParam(s), end = layout.SegmentEndParam(s);
+  if (!part.shard.defined()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ZeRO stage 3: the slices ShardedInit cut for the submodule of ", Describe(first),
+        " were adopted by an earlier engine and released; partition a new model for this one"));
+  }
   bool same = !seg.persistent && static_cast<int>(part.params.size()) == end - first &&
               part.shard.numel() * layout.world_size() == seg.numel;
   for (int p = first; same && p < end; ++p) {

@@ -117,6 +117,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   // Stage 3 shards rank 0's values; stages 0-2 broadcast their flat buffer in one collective.
   if (options.stage == 3) ZT_RETURN_IF_ERROR(e->BroadcastInitialState(named));
   ZT_RETURN_IF_ERROR(e->CreateParams(named, segment_starts));
+  // The engine's shard now holds the slices ShardedInit cut: keeping both would double them.
+  if (options.sharded_init != nullptr) options.sharded_init->ReleaseShards();
   if (options.stage < 3) ZT_RETURN_IF_ERROR(e->BroadcastInitialState(named));
   partition::ReducerOptions ro;
   ro.stage = std::min(options.stage, 2);  // stage 3 reduces gradients as stage 2 does

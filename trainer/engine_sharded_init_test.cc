@@ -67,6 +67,10 @@ absl::StatusOr<std::string> BuildPartitionedAndTrain(int rank) {
   }
   o.sharded_init = &init;
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
+  if (init.shard_bytes() != 0) {  // adopted by the engine: held once, not twice
+    return absl::InternalError(absl::StrCat("ShardedInit still holds ", init.shard_bytes(),
+                                            " bytes of slices after Engine::Create"));
+  }
   const int world = group->world_size();
   const int64_t micro = engine->batch().micro_batch_size;
   for (int step = 0; step < kSteps; ++step) {
