@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <exception>
 #include <set>
 #include <utility>
 
@@ -225,7 +226,10 @@ absl::StatusOr<std::unique_ptr<SubGroupStore>> SubGroupStore::Create(
 
 absl::Status SubGroupStore::Visit(int64_t begin, int64_t end, Access access, const VisitFn& fn) {
   Impl& m = *impl_;
-  if (!m.poison.ok()) {
+  // Overwriting everything (a checkpoint load) leaves nothing half-written behind, so it is the
+  // one visit a poisoned store allows, and its success heals the store.
+  const bool rewrite_all = access == Access::kWrite && begin == 0 && end == numel();
+  if (!m.poison.ok() && !rewrite_all) {
     return absl::FailedPreconditionError(
         absl::StrCat("SubGroupStore: unusable after an earlier I/O error (the swapped state may be "
                      "half-written): ",
@@ -242,15 +246,26 @@ absl::Status SubGroupStore::Visit(int64_t begin, int64_t end, Access access, con
   const int first = static_cast<int>(begin / options_.sub_group_numel);
   const int n = static_cast<int>((end - 1) / options_.sub_group_numel) - first + 1;
   m.visiting = true;
+  // A callback that throws (LibTorch inside an optimizer) is an error like any other, so the
+  // visit still drains its transfers and the caller still gets a Status.
+  const VisitFn guarded = [&fn](const SubGroupView& v) -> absl::Status {
+    try {
+      return fn(v);
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("sub-group ", v.index, ": ", e.what()));
+    }
+  };
   absl::Status status;
   if (options_.device == StoreDevice::kNvme) {
-    status = m.VisitNvme(first, n, access, fn);
+    if (rewrite_all) m.poison = absl::OkStatus();  // set again if this visit fails too
+    status = m.VisitNvme(first, n, access, guarded);
   } else {
     for (int g = first; g < first + n && status.ok(); ++g) {
-      status = fn(m.View(g, nullptr));
+      status = guarded(m.View(g, nullptr));
     }
   }
   m.visiting = false;
+  if (rewrite_all && !status.ok() && m.poison.ok()) m.poison = status;
   return status;
 }
 

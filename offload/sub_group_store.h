@@ -79,7 +79,9 @@ class SubGroupStore {
   // waits for every write before returning. An error from fn stops the visit (what fn changed in
   // that sub-group is not written back) and is returned as it is. An I/O error or timeout is
   // returned naming the region and file, and poisons the store: every later Visit fails with
-  // FailedPrecondition quoting it, because the swapped state may be half-written.
+  // FailedPrecondition quoting it, because the swapped state may be half-written, except a kWrite
+  // of the whole store (e.g. a checkpoint load), whose success heals it. A callback that throws
+  // is an InternalError like an error it returns.
   absl::Status Visit(int64_t begin, int64_t end, Access access, const VisitFn& fn);
   absl::Status VisitAll(Access access, const VisitFn& fn) { return Visit(0, numel(), access, fn); }
 

@@ -381,5 +381,7 @@ const ParamShardOptions& ParamShard::options() const { return impl_->o; }
 int64_t ParamShard::host_bytes() const { return impl_->host_bytes; }
 int64_t ParamShard::nvme_bytes() const { return impl_->nvme_bytes; }
 int ParamShard::num_parts() const { return static_cast<int>(impl_->parts.size()); }
+int64_t ParamShard::part_begin(int p) const { return impl_->parts[p].begin; }
+int64_t ParamShard::part_numel(int p) const { return impl_->parts[p].numel; }
 
 }  // namespace zerotrain::partition

@@ -69,6 +69,10 @@ class ParamShard {
   int64_t host_bytes() const;
   int64_t nvme_bytes() const;
   int num_parts() const;
+  // Part p's elements: [part_begin(p), part_begin(p) + part_numel(p)). Reading and writing a part
+  // at a time keeps the host memory of a swapped shard to one part.
+  int64_t part_begin(int p) const;
+  int64_t part_numel(int p) const;
 
  private:
   struct Impl;

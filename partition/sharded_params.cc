@@ -383,7 +383,10 @@ absl::Status ShardedParams::Refresh() {
           "close it before the optimizer step or checkpoint load");
     }
   }
-  ZT_RETURN_IF_ERROR(EndIteration());
+  // Every rank reaches the gather below whatever happened before (the ranks must pair up), and
+  // a fresh shard (a loaded checkpoint) starts over: an earlier failure to read one is not kept.
+  (void)EndIteration();
+  failed_ = absl::OkStatus();
   // One all-gather for all persistent buckets (they are small and many: one per LayerNorm):
   // this rank's slices packed end to end, gathered, and unpacked per rank into each bucket.
   const ShardLayout& layout = flat_->layout();
@@ -413,13 +416,20 @@ absl::Status ShardedParams::Refresh() {
   at::Tensor out = at::empty({packed * world}, flat_->options());
   int64_t at = 0;
   absl::Status read;  // on failure the gather still runs (with zeros), so the ranks stay paired
+  int part_of = -1;     // the segment whose part `part` holds: one read per segment
+  absl::StatusOr<at::Tensor> part = absl::UnknownError("");
   for (const auto& [s, k] : buckets) {
     const LayoutBucket& b = layout.buckets()[k];
-    absl::StatusOr<at::Tensor> slice = shard_->Read(b.shard_offset, b.slice);
-    if (slice.ok()) {
-      in.narrow(0, at, b.slice).copy_(*slice);
-    } else if (read.ok()) {
-      read = slice.status();
+    const int64_t part_begin = segments_[s].begin / world;
+    if (s != part_of) {
+      part = shard_->Read(part_begin, segments_[s].numel / world);
+      part_of = s;
+      if (!part.ok() && read.ok()) read = part.status();
+    }
+    if (part.ok()) {
+      in.narrow(0, at, b.slice).copy_(part->narrow(0, b.shard_offset - part_begin, b.slice));
+    } else {
+      in.narrow(0, at, b.slice).zero_();
     }
     at += b.slice;
   }

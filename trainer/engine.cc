@@ -116,9 +116,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   ZT_RETURN_IF_ERROR(e->AgreeAllOk(e->InitOffload(), where));
   // Stage 3 shards rank 0's values; stages 0-2 broadcast their flat buffer in one collective.
   if (options.stage == 3) ZT_RETURN_IF_ERROR(e->BroadcastInitialState(named));
-  ZT_RETURN_IF_ERROR(e->CreateParams(named, segment_starts));
-  // The engine's shard now holds the slices ShardedInit cut: keeping both would double them.
-  if (options.sharded_init != nullptr) options.sharded_init->ReleaseShards();
+  // Stage 3's partitioning ends in a gather that can fail on one rank (a shard part on NVMe).
+  ZT_RETURN_IF_ERROR(e->AgreeAllOk(e->CreateParams(named, segment_starts), where));
   if (options.stage < 3) ZT_RETURN_IF_ERROR(e->BroadcastInitialState(named));
   partition::ReducerOptions ro;
   ro.stage = std::min(options.stage, 2);  // stage 3 reduces gradients as stage 2 does
@@ -144,6 +143,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
     ZT_ASSIGN_OR_RETURN(auto scaler, optim::LossScaler::Create(options.fp16));
     e->scaler_ = std::make_unique<optim::LossScaler>(scaler);
   }
+  // The engine's shard now holds the slices ShardedInit cut: keeping both would double them. Only
+  // now, so that a Create that failed can be retried with the same init.
+  if (options.sharded_init != nullptr) options.sharded_init->ReleaseShards();
+  // Create's one-off blocks (the shard written out, the master filled) need not stay cached.
+  e->host_pool_->ReleaseCached();
   e->last_call_end_ = Now();
   return e;
 }

@@ -295,12 +295,12 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
     if (local.ok() && !master_aliases_params_) {
       // The same fp32 -> bf16/fp16 rounding the optimizer kernels use for their params_out.
-      // Stage 3 converts into a copy of its shard (laid out as the master) and writes it back
-      // whole (it may live on NVMe); the others convert into their flat buffer in place.
+      // Stage 3 converts into its shard (laid out as the master; a copy when it lives on NVMe,
+      // then written back whole); the others into their flat buffer in place.
       at::Tensor out = flat_ ? flat_->flat() : at::Tensor();
-      if (sharded_) {
+      if (sharded_) {  // a view of a resident shard, converted in place; else a copy
         absl::StatusOr<at::Tensor> shard = sharded_->shard().Read(0, master_numel_);
-        if (shard.ok()) out = shard->clone();
+        if (shard.ok()) out = *shard;
         local = shard.status();
       }
       if (local.ok()) {
@@ -351,6 +351,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
   }
   broken_ = AgreeAllOk(local, where);
   if (!broken_.ok()) return broken_;
+  host_pool_->ReleaseCached();  // the load's whole-shard transients
   return std::map<std::string, std::string>(m.client_state().begin(), m.client_state().end());
 }
 

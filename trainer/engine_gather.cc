@@ -84,23 +84,33 @@ absl::Status Engine::CloseGathered(const std::vector<int>& params, int modifier_
   const std::string where = absl::StrCat("GatheredParameters on rank ", group_->rank(), ": ");
   absl::Status status;
   if (modifier_rank >= 0) {
-    auto make_everyones = [&]() -> absl::Status {
-      c10::NoGradGuard no_grad;
-      partition::SkipGatherOnUse skip;  // pinned, so resident: the raw tensors are read here
-      for (int i : params) {
+    // Every rank joins every broadcast even after a local failure (a write to NVMe), and the
+    // ranks then agree: one that kept the old values would silently train on others' new ones.
+    absl::Status local;
+    for (int i : params) {
+      try {
+        c10::NoGradGuard no_grad;
+        partition::SkipGatherOnUse skip;  // pinned, so resident: the raw tensors are read here
         at::Tensor p = flat_params().params()[i].second.detach();
         at::Tensor flat = p.contiguous().view({-1});
-        ZT_RETURN_IF_ERROR(group_->Broadcast(flat, modifier_rank));
+        const absl::Status sent = group_->Broadcast(flat, modifier_rank);
+        if (!sent.ok()) {
+          status = sent;  // the group is unusable now; no agreement can follow
+          break;
+        }
+        if (!local.ok()) continue;
         if (!p.is_contiguous()) p.copy_(flat.view(p.sizes()));
-        if (sharded_) ZT_RETURN_IF_ERROR(sharded_->WriteBack(i));
-        if (!master_aliases_params_) ZT_RETURN_IF_ERROR(MasterFromValues(i, flat.to(at::kFloat)));
+        if (sharded_) local = sharded_->WriteBack(i);
+        if (local.ok() && !master_aliases_params_) {
+          local = MasterFromValues(i, flat.to(at::kFloat));
+        }
+      } catch (const c10::Error& e) {
+        if (local.ok()) local = absl::InternalError(e.what_without_backtrace());
       }
-      return absl::OkStatus();
-    };
-    try {
-      status = make_everyones();
-    } catch (const c10::Error& e) {
-      status = absl::InternalError(e.what_without_backtrace());
+    }
+    if (status.ok()) {
+      status = AgreeAllOk(local, "");
+      if (!status.ok()) broken_ = absl::Status(status.code(), absl::StrCat(where, status.message()));
     }
   }
   if (sharded_) sharded_->Unpin(params);

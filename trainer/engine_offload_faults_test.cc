@@ -4,8 +4,9 @@
 // rest. Faults, made for real: a missing nvme_path, a file-size limit that stops the swap files
 // from being preallocated, and a swap file truncated between two steps; each is a clear error on
 // every rank (no hang), and a truncation mid-run leaves the last checkpoint loadable and writes
-// no new one. With offload_param nvme, a truncated parameter swap file fails the next forward
-// naming the file, and the other rank fails within the group's timeout.
+// no new one, and the failed engine itself recovers by loading it. With offload_param nvme, a
+// truncated parameter swap file fails the next forward naming the file, and the other rank
+// fails within the group's timeout.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -208,6 +209,11 @@ absl::Status TruncatedMidRun(comm::ProcessGroup* group) {
   if (std::filesystem::exists(absl::StrCat(ckpt, "/bad"))) {
     return absl::InternalError("the refused save left a directory behind");
   }
+  // The broken engine itself recovers by loading: the load rewrites every swapped sub-group.
+  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(ckpt).status());
+  ZT_ASSIGN_OR_RETURN(at::Tensor reloaded, engine->MasterCopy());
+  if (!at::equal(reloaded, saved)) return absl::InternalError("the reload differs from the save");
+  ZT_RETURN_IF_ERROR(Train(*engine, *net, 1));
   auto fresh_net = testing::MakeNet(ModelKind::kMlp);
   ZT_ASSIGN_OR_RETURN(auto fresh, Engine::Create(*fresh_net, Options(2, OffloadDevice::kNone, ""),
                                                  group));
@@ -249,6 +255,9 @@ absl::Status TruncatedParamFile(comm::ProcessGroup* group) {
   } catch (const c10::Error& e) {  // the forward's operator reports the failed gather
     s = absl::InternalError(e.what_without_backtrace());
   }
+  // Rank 0 names the file the forward's gather could not read; rank 1 fails (its next
+  // collective finds rank 0 gone or times out), whatever the message.
+  if (rank == 0) ZT_RETURN_IF_ERROR(Expect(s, "from its shard", "the forward after truncation"));
   return Expect(s, rank == 0 ? ".swp" : "", "step after truncating a parameter file");
 }
 

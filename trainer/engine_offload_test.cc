@@ -34,7 +34,8 @@ std::string TestDir(const std::string& name) {
 }
 
 EngineOptions Options(int stage, Precision precision, OffloadDevice device,
-                      const std::string& nvme_dir, OffloadDevice param = OffloadDevice::kNone) {
+                      const std::string& nvme_dir, OffloadDevice param = OffloadDevice::kNone,
+                      int64_t max_in_cpu = 0) {
   EngineOptions o;
   o.stage = stage;
   o.train_batch_size = kBatch;
@@ -42,7 +43,7 @@ EngineOptions Options(int stage, Precision precision, OffloadDevice device,
   o.reduce_bucket_size = 64;
   o.allgather_bucket_size = 64;
   o.adam.lr = 1e-2;
-  o.stage3.persistence_threshold = 0;
+  o.stage3.persistence_threshold = 16;  // the LayerNorms stay whole: the persistent refresh
   o.offload_optimizer.device = device;
   o.offload_optimizer.nvme_path = nvme_dir;
   o.offload_optimizer.buffer_count = 2;
@@ -50,7 +51,7 @@ EngineOptions Options(int stage, Precision precision, OffloadDevice device,
   o.sub_group_size = kSubGroup;
   o.offload_param.device = param;
   o.offload_param.nvme_path = nvme_dir;
-  o.offload_param.max_in_cpu = 0;  // every part on NVMe
+  o.offload_param.max_in_cpu = max_in_cpu;  // 0: every part on NVMe
   o.offload_param.aio.block_size = 4096;
   return o;
 }
@@ -111,15 +112,20 @@ absl::Status CompareDevices(comm::ProcessGroup* group, int stage, Precision prec
   Outcome none;
   at::Tensor initial;
   using D = OffloadDevice;
-  std::vector<std::pair<D, D>> runs = {{D::kNone, D::kNone}, {D::kCpu, D::kNone},
-                                       {D::kNvme, D::kNone}};  // (optimizer, parameters)
+  struct Run {
+    D device, param;
+    int64_t max_in_cpu;
+  };
+  std::vector<Run> runs = {{D::kNone, D::kNone, 0}, {D::kCpu, D::kNone, 0},
+                           {D::kNvme, D::kNone, 0}};
   if (stage == 3) {
-    runs.push_back({D::kNone, D::kCpu});
-    runs.push_back({D::kNvme, D::kNvme});
+    runs.push_back({D::kNone, D::kCpu, 0});
+    runs.push_back({D::kNvme, D::kNvme, 0});
+    runs.push_back({D::kCpu, D::kNvme, 300});  // the first parts kept in host memory
   }
-  for (const auto& [device, param] : runs) {
+  for (const auto& [device, param, max_in_cpu] : runs) {
     auto net = testing::MakeNet(ModelKind::kTransformer);
-    EngineOptions o = Options(stage, precision, device, nvme, param);
+    EngineOptions o = Options(stage, precision, device, nvme, param, max_in_cpu);
     // The reference steps its shard in one piece: cutting it into sub-groups changes no bit.
     if (device == D::kNone && param == D::kNone) o.sub_group_size = 1000000000;
     ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group));

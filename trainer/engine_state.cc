@@ -156,25 +156,30 @@ absl::Status Engine::InitState() {
       where);
 }
 
+// The optimizer runs once per piece of every sub-group: the whole sub-group, or, where stage 3's
+// shard lives on NVMe, its overlap with each part of the shard, so that one part at a time is in
+// host memory. The kernels are elementwise, so how the shard is cut changes no bit.
 absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments) {
   const int64_t step = optimizer_steps_ + 1;
-  return state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
+  const bool swapped_shard =
+      sharded_ && sharded_->shard().options().device == partition::ParamDevice::kNvme;
+  // Stage 3 writes its shard's elements of [begin, end): a view of the shard, or a copy read
+  // from NVMe and written back after the step.
+  auto step_piece = [&](const offload::SubGroupView& v, int64_t begin, int64_t end) {
     ShardState shard;
-    shard.begin = v.begin;
-    shard.numel = v.numel;
-    shard.master = v.arrays[0];
-    shard.state.assign(v.arrays.begin() + 1, v.arrays.end());
-    // Stage 3 writes its shard's elements of this sub-group: a view of the shard, or a copy
-    // read from NVMe and written back after the step.
+    shard.begin = begin;
+    shard.numel = end - begin;
+    shard.master = v.arrays[0] + (begin - v.begin);
+    for (size_t a = 1; a < v.arrays.size(); ++a) shard.state.push_back(v.arrays[a] + (begin - v.begin));
     at::Tensor out;
     if (sharded_ && !master_aliases_params_) {
-      ZT_ASSIGN_OR_RETURN(out, sharded_->shard().Read(v.begin, v.numel));
+      ZT_ASSIGN_OR_RETURN(out, sharded_->shard().Read(begin, end - begin));
     }
-    // Each segment's part inside this sub-group, its pointers moved along with it.
+    // Each segment's part inside this piece, its pointers moved along with it.
     std::vector<ShardSegment> inside;
     for (const ShardSegment& s : segments) {
-      const int64_t lo = std::max(s.offset, v.begin);
-      const int64_t hi = std::min(s.offset + s.size, v.begin + v.numel);
+      const int64_t lo = std::max(s.offset, begin);
+      const int64_t hi = std::min(s.offset + s.size, end);
       if (lo >= hi) continue;
       ShardSegment c = s;
       c.offset = lo;
@@ -184,13 +189,24 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
         c.params_out =
             static_cast<char*>(s.params_out) + (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
       } else if (out.defined()) {
-        c.params_out = static_cast<char*>(out.data_ptr()) + (lo - v.begin) * out.element_size();
+        c.params_out = static_cast<char*>(out.data_ptr()) + (lo - begin) * out.element_size();
         c.params_out_dtype = ToOptimDtype(out.scalar_type());
       }
       inside.push_back(c);
     }
     ZT_RETURN_IF_ERROR(optimizer_->Step(step, grad_scale, shard, inside));
-    return out.defined() ? sharded_->shard().Write(v.begin, out) : absl::OkStatus();
+    return out.defined() ? sharded_->shard().Write(begin, out) : absl::OkStatus();
+  };
+  return state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
+    const int64_t end = v.begin + v.numel;
+    if (!swapped_shard) return step_piece(v, v.begin, end);
+    const partition::ParamShard& shard = sharded_->shard();
+    for (int p = 0; p < shard.num_parts(); ++p) {
+      const int64_t lo = std::max(v.begin, shard.part_begin(p));
+      const int64_t hi = std::min(end, shard.part_begin(p) + shard.part_numel(p));
+      if (lo < hi) ZT_RETURN_IF_ERROR(step_piece(v, lo, hi));
+    }
+    return absl::OkStatus();
   });
 }
 
