@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -217,6 +218,37 @@ TEST(SubGroupStoreTest, TruncatedSwapFileFailsTheVisitNamingItAndPoisonsTheStore
   EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(later.message(), HasSubstr(std::string(s.message())));
   std::printf("poisoned: %s\n", later.ToString().c_str());
+  // A partial rewrite is refused too; a rewrite of everything (a checkpoint load) heals it.
+  EXPECT_EQ(store->Visit(0, 1, Access::kWrite, add_one).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store->VisitAll(Access::kWrite, [](const SubGroupView& v) {
+    for (float* array : v.arrays) std::fill(array, array + v.numel, 7.0f);
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_TRUE(store->health().ok());
+  ASSERT_TRUE(store->VisitAll(Access::kRead, [](const SubGroupView& v) {
+    for (float* array : v.arrays) {
+      for (int64_t i = 0; i < v.numel; ++i) {
+        if (array[i] != 7.0f) return absl::InternalError(absl::StrCat("sub-group ", v.index));
+      }
+    }
+    return absl::OkStatus();
+  }).ok());
+}
+
+TEST(SubGroupStoreTest, ACallbackThatThrowsIsAnErrorAndTheStoreStaysUsable) {
+  Fixture f;
+  std::unique_ptr<SubGroupStore> store = f.Make(f.Options(StoreDevice::kNvme, 2));
+  ASSERT_NE(store, nullptr);
+  absl::Status s = store->VisitAll(Access::kReadWrite, [](const SubGroupView& v) -> absl::Status {
+    if (v.index == 1) throw std::runtime_error("kernel failed");
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_THAT(s.message(), HasSubstr("sub-group 1: kernel failed"));
+  EXPECT_TRUE(store->VisitAll(Access::kRead, [](const SubGroupView&) {
+    return absl::OkStatus();
+  }).ok());  // not left "inside a Visit"
 }
 
 TEST(SubGroupStoreTest, CallbackErrorStopsTheVisitUnchangedWithoutPoisoning) {
