@@ -49,17 +49,7 @@ EngineOptions Options(int stage, OffloadDevice device, const std::string& nvme_d
 }
 
 absl::Status Train(Engine& engine, testing::TestNet& net, int steps) {
-  for (int step = 0; step < steps; ++step) {
-    testing::Batch b = testing::GlobalBatch(ModelKind::kMlp, step, 2);
-    torch::Tensor loss;
-    {
-      auto forward = engine.BeginForward();
-      loss = testing::Loss(net, b.x, b.y);
-    }
-    ZT_RETURN_IF_ERROR(engine.Backward(loss));
-    ZT_RETURN_IF_ERROR(engine.Step());
-  }
-  return absl::OkStatus();
+  return testing::TrainSteps(engine, net, ModelKind::kMlp, steps, 2);
 }
 
 absl::Status Expect(const absl::Status& s, const std::string& word, const std::string& what) {

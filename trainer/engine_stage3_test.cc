@@ -37,17 +37,7 @@ EngineOptions Stage3(Precision precision) {
 }
 
 absl::Status TrainSteps(Engine& engine, testing::TestNet& net, ModelKind model, int steps) {
-  for (int step = 0; step < steps; ++step) {
-    testing::Batch b = testing::GlobalBatch(model, step, 4);
-    torch::Tensor loss;
-    {
-      auto forward = engine.BeginForward();
-      loss = testing::Loss(net, b.x, b.y);
-    }
-    ZT_RETURN_IF_ERROR(engine.Backward(loss));
-    ZT_RETURN_IF_ERROR(engine.Step());
-  }
-  return absl::OkStatus();
+  return testing::TrainSteps(engine, net, model, steps, 4);
 }
 
 int64_t LargestSegment(const partition::ShardLayout& layout) {

@@ -1,7 +1,10 @@
-// Tiny networks, data and the torch::optim::AdamW reference for the engine tests.
+// Tiny networks, data, a training loop and the torch::optim::AdamW reference for the engine
+// tests.
 #include "trainer/test_models.h"
 
 #include "absl/strings/str_cat.h"
+#include "tools/status_macros.h"
+#include "trainer/engine.h"
 
 namespace zerotrain::trainer::testing {
 namespace {
@@ -178,6 +181,20 @@ std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol)
     }
   }
   return report;
+}
+
+absl::Status TrainSteps(Engine& engine, TestNet& net, ModelKind kind, int steps, int64_t batch) {
+  for (int step = 0; step < steps; ++step) {
+    Batch b = GlobalBatch(kind, step, batch);
+    torch::Tensor loss;
+    {
+      auto forward = engine.BeginForward();
+      loss = Loss(net, b.x, b.y);
+    }
+    ZT_RETURN_IF_ERROR(engine.Backward(loss));
+    ZT_RETURN_IF_ERROR(engine.Step());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zerotrain::trainer::testing

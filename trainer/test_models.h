@@ -14,6 +14,10 @@
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
 
+namespace zerotrain::trainer {
+class Engine;
+}
+
 namespace zerotrain::trainer::testing {
 
 enum class ModelKind { kMlp, kTransformer, kTied, kStack };
@@ -65,5 +69,9 @@ ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& options);
 // "" when every parameter of `got` matches the same-named one of `want` within
 // atol + rtol * |want|; otherwise the worst element, named.
 std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol);
+
+// `steps` optimizer steps (one micro-batch each) in which every rank trains on the whole
+// GlobalBatch(kind, step, batch), the forward inside the engine's forward scope.
+absl::Status TrainSteps(Engine& engine, TestNet& net, ModelKind kind, int steps, int64_t batch);
 
 }  // namespace zerotrain::trainer::testing
