@@ -213,8 +213,21 @@ absl::Status Engine::BroadcastInitialState(const partition::NamedTensors& params
         t.copy_(c);
       }
     }
-    for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
-      if (t.numel() > 0 && t.is_contiguous()) ZT_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+    // Frozen parameters and buffers are not the engine's to shard, but they must start equal
+    // too, or ranks diverge silently. Every rank walks them in the same (registration) order.
+    std::vector<at::Tensor> others;
+    for (const at::Tensor& p : module_->parameters(/*recurse=*/true)) {
+      if (!p.requires_grad()) others.push_back(p.detach());
+    }
+    for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) others.push_back(t);
+    for (const at::Tensor& t : others) {
+      if (t.numel() == 0) continue;
+      // A copy where the tensor is not contiguous, or is bool, which Gloo does not carry.
+      const bool direct = t.is_contiguous() && t.scalar_type() != at::kBool;
+      at::Tensor wire = direct ? t : t.contiguous().to(
+                                         t.scalar_type() == at::kBool ? at::kByte : t.scalar_type());
+      ZT_RETURN_IF_ERROR(group_->Broadcast(wire, 0));
+      if (!direct) t.copy_(wire);
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("Engine::Create: broadcasting rank 0's parameters: ",

@@ -108,20 +108,47 @@ TEST(EngineChecks, MismatchedRanksNameWhatDiffers) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
+// A trainable layer, a frozen one, and a float and a bool buffer, drawn from `seed`.
+struct WithFrozen : torch::nn::Module {
+  explicit WithFrozen(uint64_t seed) {
+    torch::manual_seed(seed);
+    trained = register_module("trained", torch::nn::Linear(4, 5));
+    frozen = register_module("frozen", torch::nn::Linear(5, 3));
+    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
+    stats = register_buffer("stats", torch::randn({7}));
+    mask = register_buffer("mask", torch::rand({64}) > 0.5);
+  }
+  torch::nn::Linear trained{nullptr}, frozen{nullptr};
+  torch::Tensor stats, mask;
+};
+
 // Ranks that initialised their modules differently (another seed each) start from rank 0's
-// parameters, as with DDP.
+// parameters, frozen ones and buffers (bool included) too, as with DDP; at stages 1 and 3.
 TEST(EngineChecks, RanksStartFromRankZerosParameters) {
   auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
     ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
-    torch::manual_seed(100);  // rank 0's seed below
-    torch::nn::Linear rank0(4, 5);
-    torch::manual_seed(100 + rank);
-    torch::nn::Linear net(4, 5);
-    EngineOptions o = Basic();
-    o.stage = 1;
-    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
-    if (!torch::equal(net->weight, rank0->weight) || !torch::equal(net->bias, rank0->bias)) {
-      return absl::InternalError(absl::StrCat("rank ", rank, " kept its own initialisation"));
+    for (int stage : {1, 3}) {
+      WithFrozen rank0(100);  // rank 0's seed below
+      WithFrozen net(100 + rank);
+      if (rank == 1 && torch::equal(net.mask, rank0.mask)) {
+        return absl::InternalError("the seeds drew the same mask: the check would be vacuous");
+      }
+      EngineOptions o = Basic();
+      o.stage = stage;
+      ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(net, o, group.get()));
+      const bool same_frozen = torch::equal(net.frozen->weight, rank0.frozen->weight) &&
+                               torch::equal(net.frozen->bias, rank0.frozen->bias) &&
+                               torch::equal(net.stats, rank0.stats) &&
+                               torch::equal(net.mask, rank0.mask);
+      // Stage 3 shards the trainable layer (shape [0] outside a forward scope).
+      const bool same_trained = stage == 3 || (torch::equal(net.trained->weight,
+                                                            rank0.trained->weight) &&
+                                               torch::equal(net.trained->bias, rank0.trained->bias));
+      if (!same_frozen || !same_trained) {
+        return absl::InternalError(absl::StrCat("stage ", stage, ": rank ", rank, " kept its own ",
+                                                same_frozen ? "trainable" : "frozen or buffer",
+                                                " initialisation"));
+      }
     }
     return std::string("ok");
   });
