@@ -22,7 +22,7 @@ namespace {
 // The lower layers' messages already name the file and the operation; this adds which sub-group
 // or buffer of the store it was, and keeps the code (ResourceExhausted, DataLoss, ...).
 absl::Status WithContext(const absl::Status& s, const std::string& context) {
-  return absl::Status(s.code(), absl::StrCat("SubGroupStore: ", context, ": ", s.message()));
+  return WithPrefix(s, absl::StrCat("SubGroupStore: ", context, ": "));
 }
 
 template <typename T>

@@ -8,8 +8,6 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -18,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "offload/offload_testing.h"
 
 namespace zerotrain::partition {
 namespace {
@@ -28,24 +27,7 @@ constexpr int64_t kNumel = 10007;
 // Irregular parts: 1000, 1, 3999, 4999 and 8 elements.
 const std::vector<int64_t> kStarts = {0, 1000, 1001, 5000, 9999};
 
-// A private directory under $TEST_TMPDIR, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TEST_TMPDIR");
-    std::string pattern = absl::StrCat(base != nullptr ? base : "/tmp", "/param_shard_XXXXXX");
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp " << pattern;
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using offload::testing::TempDir;
 
 struct Fixture {
   TempDir dir;

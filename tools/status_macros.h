@@ -3,6 +3,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define ZT_STATUS_CONCAT_INNER(a, b) a##b
 #define ZT_STATUS_CONCAT(a, b) ZT_STATUS_CONCAT_INNER(a, b)
@@ -22,3 +24,14 @@
   auto statusor = (rexpr);                             \
   if (!statusor.ok()) return statusor.status();        \
   lhs = std::move(statusor).value()
+
+namespace zerotrain {
+
+// `s` with `prefix` put in front of its message, its code kept (which op, rank, file); OK stays
+// OK. The one way boundaries add context to an error from below.
+inline absl::Status WithPrefix(const absl::Status& s, absl::string_view prefix) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+}  // namespace zerotrain

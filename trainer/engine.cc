@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   if (batch.ok()) {
     e->batch_ = *batch;
   } else if (local.ok()) {
-    local = absl::Status(batch.status().code(), absl::StrCat(where, batch.status().message()));
+    local = WithPrefix(batch.status(), where);
   }
   partition::NamedTensors named;
   std::vector<int> owner;
@@ -292,7 +292,7 @@ absl::Status Engine::Backward(const at::Tensor& loss) {
   if (sharded_) {
     absl::Status released = sharded_->EndIteration();
     sharded_->CloseWindow();
-    if (s.ok() && !released.ok()) s = absl::Status(released.code(), absl::StrCat(where, released.message()));
+    if (s.ok() && !released.ok()) s = WithPrefix(released, where);
   }
   times_.backward += autograd_end - start;
   times_.backward_comm += Now() - autograd_end;

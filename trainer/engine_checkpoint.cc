@@ -52,7 +52,7 @@ absl::Status Engine::AgreeAllOk(const absl::Status& local, const std::string& wh
   at::Tensor all = at::empty({world}, at::kLong);
   absl::Status s = group_->AllGather(mine, all);
   if (!local.ok()) return local;
-  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where, s.message()));
+  if (!s.ok()) return WithPrefix(s, where);
   std::vector<int> failed;
   for (int r = 0; r < world; ++r) {
     if (all.data_ptr<int64_t>()[r] != 0) failed.push_back(r);
@@ -118,7 +118,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
       local = absl::InternalError(absl::StrCat("cannot create ", tag_dir, ": ", ec.message()));
     }
   }
-  if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
+  local = WithPrefix(local, where);
   ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
 
   // Stage 0 holds the whole master on every rank: rank 0 saves it as a 1-rank layout.
@@ -153,7 +153,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   } catch (const c10::Error& e) {
     local = absl::InternalError(e.what_without_backtrace());
   }
-  if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
+  local = WithPrefix(local, where);
   // Rank 0 needs every file's size and checksum for the manifest.
   const int world = group_->world_size();
   at::Tensor mine = at::tensor({local.ok() ? int64_t{0} : int64_t{1}, written.size,
@@ -211,7 +211,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     // The manifest, then `latest`: a crash before either leaves `latest` on the previous tag.
     local = checkpoint::WriteManifest(absl::StrCat(tag_dir, "/", checkpoint::kManifestFileName), m);
     if (local.ok()) local = checkpoint::WriteLatest(dir, tag);
-    if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
+    local = WithPrefix(local, where);
   }
   return AgreeAllOk(local, where);
 }
@@ -284,7 +284,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     }
     return absl::OkStatus();
   }();
-  if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
+  local = WithPrefix(local, where);
   ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
 
   const checkpoint::Manifest& m = reader->manifest();
@@ -292,7 +292,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     c10::NoGradGuard no_grad;
     // Aliased, the master is the parameters themselves and this writes them too.
     local = WriteState(loaded);
-    if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
+    local = WithPrefix(local, where);
     if (local.ok() && !master_aliases_params_) {
       // The same fp32 -> bf16/fp16 rounding the optimizer kernels use for their params_out.
       // Stage 3 converts into its shard (laid out as the master; a copy when it lives on NVMe,
@@ -315,7 +315,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
         }
         if (sharded_) local = sharded_->shard().Write(0, out);
       }
-      if (!local.ok()) local = absl::Status(local.code(), absl::StrCat(where, local.message()));
+      local = WithPrefix(local, where);
     }
     if (!rng.empty()) {
       at::Tensor state = at::empty({static_cast<int64_t>(rng.size())}, at::kByte);

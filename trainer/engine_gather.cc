@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Engine::GatheredParameters>> Engine::GatherParame
     absl::Status s = sharded_->Pin(indices);
     if (!s.ok()) {
       sharded_->Unpin(indices);
-      return absl::Status(s.code(), absl::StrCat(where, s.message()));
+      return WithPrefix(s, where);
     }
   }
   return std::unique_ptr<GatheredParameters>(
@@ -110,11 +110,11 @@ absl::Status Engine::CloseGathered(const std::vector<int>& params, int modifier_
     }
     if (status.ok()) {
       status = AgreeAllOk(local, "");
-      if (!status.ok()) broken_ = absl::Status(status.code(), absl::StrCat(where, status.message()));
+      if (!status.ok()) broken_ = WithPrefix(status, where);
     }
   }
   if (sharded_) sharded_->Unpin(params);
-  if (!status.ok()) return absl::Status(status.code(), absl::StrCat(where, status.message()));
+  if (!status.ok()) return WithPrefix(status, where);
   return absl::OkStatus();
 }
 

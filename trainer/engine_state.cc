@@ -26,11 +26,6 @@ struct ModelRun {
   int64_t numel;
 };
 
-absl::Status WithContext(const absl::Status& s, const std::string& where) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(where, s.message()));
-}
-
 }  // namespace
 
 absl::Status Engine::InitOffload() {
@@ -58,7 +53,7 @@ absl::Status Engine::InitOffload() {
     sw.aio = aio;
     auto swap = offload::SwapSpace::Create(sw);
     if (!swap.ok()) {
-      return WithContext(swap.status(), absl::StrCat(where, field, " \"", path, "\": "));
+      return WithPrefix(swap.status(), absl::StrCat(where, field, " \"", path, "\": "));
     }
     *out = std::move(*swap);
     return absl::OkStatus();
@@ -132,12 +127,12 @@ absl::Status Engine::InitState() {
     so.buffer_count = off.buffer_count;
   }
   auto store = offload::SubGroupStore::Create(so);
-  if (!store.ok()) return WithContext(store.status(), where);
+  if (!store.ok()) return WithPrefix(store.status(), where);
   state_ = std::move(*store);
   if (master_aliases_params_) return absl::OkStatus();
   // Every element is written: padding and states as zeros, the master from the model's values.
   c10::NoGradGuard no_grad;
-  return WithContext(
+  return WithPrefix(
       state_->VisitAll(offload::Access::kWrite,
                        [&](const offload::SubGroupView& v) -> absl::Status {
                          for (float* a : v.arrays) std::memset(a, 0, v.numel * sizeof(float));
