@@ -50,6 +50,9 @@ class Backend {
 // CPU tensors over TCP, on the Gloo that LibTorch carries (c10d::ProcessGroupGloo).
 absl::StatusOr<std::unique_ptr<Backend>> MakeGlooBackend(const BackendContext& ctx);
 
+// CPU tensors through shared memory, for ranks that all run on one host (comm/shm_backend.cc).
+absl::StatusOr<std::unique_ptr<Backend>> MakeShmBackend(const BackendContext& ctx);
+
 // CUDA tensors over NCCL on a stream of its own; an error when built without --config=cuda.
 absl::StatusOr<std::unique_ptr<Backend>> MakeNcclBackend(const BackendContext& ctx);
 

@@ -77,6 +77,14 @@ absl::Status CheckOne(ProcessGroup& g, at::ScalarType dtype, int64_t n) {
   ZT_RETURN_IF_ERROR(Expect(gathered, [&](int64_t i) { return ShardInput(i / shard, i % shard); },
                             "all_gather " + tag));
 
+  if (n % w == 0) {  // in place: the shard is this rank's own part of the output
+    gathered = at::full({n}, -1, at::TensorOptions().dtype(dtype).device(g_device));
+    gathered.narrow(0, me * shard, shard).copy_(mine);
+    ZT_RETURN_IF_ERROR(g.AllGather(gathered.narrow(0, me * shard, shard), gathered));
+    ZT_RETURN_IF_ERROR(Expect(gathered, [&](int64_t i) { return ShardInput(i / shard, i % shard); },
+                              "all_gather in place " + tag));
+  }
+
   const int root = w - 1;
   t = me == root ? Fill(n, dtype, [&](int64_t i) { return Input(root, i); }) : at::zeros({n}, at::TensorOptions().dtype(dtype).device(g_device));
   ZT_RETURN_IF_ERROR(g.Broadcast(t, root));

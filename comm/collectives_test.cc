@@ -1,6 +1,8 @@
-// Every collective over Gloo, checked exactly against a scalar reference (collective_checks.h), for
-// world sizes 1-4; and asynchronous ops waited on in reverse order.
+// Every collective over Gloo and over shared memory, checked exactly against a scalar reference
+// (collective_checks.h), for world sizes 1-4; and asynchronous ops waited on in reverse order.
 #include <ATen/ATen.h>
+
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "comm/collective_checks.h"
@@ -16,12 +18,19 @@ namespace {
 using zerotrain::testing::FormatOutcomes;
 using zerotrain::testing::SpawnRanks;
 
-class CollectivesTest : public ::testing::TestWithParam<int> {};
+class CollectivesTest : public ::testing::TestWithParam<std::tuple<BackendKind, int>> {
+ protected:
+  static GroupOptions Options() {
+    GroupOptions o;
+    o.backend = std::get<0>(GetParam());
+    return o;
+  }
+};
 
 TEST_P(CollectivesTest, ExactForEveryDtypeAndCount) {
-  const int world = GetParam();
+  const int world = std::get<1>(GetParam());
   auto outcomes = SpawnRanks(world, [](int rank) -> absl::StatusOr<std::string> {
-    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv());
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(Options()));
     ZT_RETURN_IF_ERROR(CheckEveryCollective(*group, at::kCPU));
     ZT_RETURN_IF_ERROR(group->Barrier());
     return std::string("ok");
@@ -30,9 +39,9 @@ TEST_P(CollectivesTest, ExactForEveryDtypeAndCount) {
 }
 
 TEST_P(CollectivesTest, AsyncOpsCompleteInAnyWaitOrder) {
-  const int world = GetParam();
+  const int world = std::get<1>(GetParam());
   auto outcomes = SpawnRanks(world, [world](int rank) -> absl::StatusOr<std::string> {
-    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv());
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(Options()));
     std::vector<at::Tensor> tensors;
     std::vector<Work> works;
     for (int k = 0; k < 8; ++k) {
@@ -51,7 +60,14 @@ TEST_P(CollectivesTest, AsyncOpsCompleteInAnyWaitOrder) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest, ::testing::Values(1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(
+    BackendsAndWorlds, CollectivesTest,
+    ::testing::Combine(::testing::Values(BackendKind::kGloo, BackendKind::kShm),
+                       ::testing::Values(1, 2, 3, 4)),
+    [](const ::testing::TestParamInfo<CollectivesTest::ParamType>& info) {
+      return absl::StrCat(std::get<0>(info.param) == BackendKind::kGloo ? "gloo" : "shm", "_world",
+                          std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace zerotrain::comm

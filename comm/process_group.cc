@@ -86,7 +86,9 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const Rendezv
   ctx.timeout = options.timeout;
   ctx.gloo_threads = options.gloo_threads;
   ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "data", shared->first);
-  auto backend = options.backend == BackendKind::kGloo ? MakeGlooBackend(ctx) : MakeNcclBackend(ctx);
+  auto backend = options.backend == BackendKind::kGloo   ? MakeGlooBackend(ctx)
+                 : options.backend == BackendKind::kShm ? MakeShmBackend(ctx)
+                                                        : MakeNcclBackend(ctx);
   if (!backend.ok()) return backend.status();
   std::unique_ptr<CallCheck> check;
   if (options.check_calls) {
@@ -108,7 +110,7 @@ ProcessGroup::ProcessGroup(int rank, int world_size, GroupOptions options,
       check_(std::move(check)),
       failure_(std::make_shared<FailureState>()) {
   // NCCL launches stay on the caller's thread, where its CUDA device and stream are set.
-  if (check_ && options_.backend == BackendKind::kGloo) {
+  if (check_ && options_.backend != BackendKind::kNccl) {
     launcher_ = std::make_unique<SerialExecutor>();
   }
 }

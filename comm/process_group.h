@@ -24,7 +24,11 @@ namespace zerotrain::comm {
 class Backend;
 class CallCheck;
 
-enum class BackendKind { kGloo, kNccl };
+// kGloo: CPU tensors over TCP (any hosts). kShm: CPU tensors through shared memory, every rank on
+// one host; it copies each byte once in and once out where loopback TCP costs several copies and
+// the kernel's time, so it is the faster choice for CPU ranks of one machine (docs/COMM.md).
+// kNccl: CUDA tensors.
+enum class BackendKind { kGloo, kNccl, kShm };
 
 struct GroupOptions {
   BackendKind backend = BackendKind::kGloo;
@@ -64,7 +68,7 @@ class ProcessGroup {
   // the world size the padding is zero and lies at the end of the last shards.
   Work ReduceScatterAsync(at::Tensor input, at::Tensor output, ReduceOp op);
   // Gathers every rank's `shard` (ShardNumel(n) elements) into `output` (n elements, any n); the
-  // padding past n is dropped.
+  // padding past n is dropped. `shard` may be this rank's own part of `output` (in place).
   Work AllGatherAsync(at::Tensor shard, at::Tensor output);
   Work BroadcastAsync(at::Tensor tensor, int root);
   Work BarrierAsync();

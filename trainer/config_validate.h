@@ -32,6 +32,7 @@ struct RunOptions {
   int64_t save_interval = 0;  // checkpoints into <output_dir>/checkpoints; 0 = none
   std::string resume_from;    // a checkpoint directory to continue from; "" = fresh start
   bool check_calls = true;    // comm::GroupOptions::check_calls
+  bool shm_backend = false;   // run.dist_backend "shm": comm::BackendKind::kShm, else kGloo
 };
 
 // DeepSpeed's comms_logger. The comm layer records every op when GroupOptions::log_ops is set

@@ -81,6 +81,11 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   run->save_interval = r.save_interval();
   run->resume_from = r.resume_from();
   run->check_calls = r.check_calls();
+  if (r.dist_backend() != "gloo" && r.dist_backend() != "shm") {
+    return Invalid("run.dist_backend", absl::StrCat("\"", r.dist_backend(), "\""),
+                   "unknown backend (known: gloo, shm)");
+  }
+  run->shm_backend = r.dist_backend() == "shm";
   return absl::OkStatus();
 }
 

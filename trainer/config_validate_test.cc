@@ -227,7 +227,7 @@ TEST(ConfigValidate, MonitorsCommsAndRun) {
     csv_monitor { enabled: true output_path: "/tmp/csv" job_name: "j" }
     comms_logger { enabled: true prof_all: false prof_ops: ["all_gather_into_tensor"] }
     run { steps: 7 output_dir: "/tmp/out" eval_interval: 2 eval_iters: 3 sample_tokens: 0
-          check_calls: false })");
+          check_calls: false dist_backend: "shm" })");
   EXPECT_TRUE(c.metrics.tensorboard);
   EXPECT_EQ(c.metrics.tensorboard_output_path, "/tmp/out");
   EXPECT_EQ(c.metrics.csv_output_path, "/tmp/csv");
@@ -240,10 +240,14 @@ TEST(ConfigValidate, MonitorsCommsAndRun) {
   EXPECT_EQ(c.run.eval_interval, 2);
   EXPECT_FALSE(c.run.check_calls);
   EXPECT_TRUE(Valid("").run.check_calls);  // on unless turned off
+  EXPECT_TRUE(c.run.shm_backend);
+  EXPECT_FALSE(Valid("").run.shm_backend);  // gloo unless chosen
 }
 
 TEST(ConfigValidate, BadValuesNameFieldAndValue) {
   EXPECT_THAT(Error(R"(model { name: "llama" })"), HasSubstr("model.name = \"llama\""));
+  EXPECT_THAT(Error(R"(run { dist_backend: "mpi" })"),
+              HasSubstr("run.dist_backend = \"mpi\": unknown backend (known: gloo, shm)"));
   EXPECT_THAT(Error(R"(optimizer { type: "Adamax" })"), HasSubstr("optimizer.type = \"Adamax\""));
   EXPECT_THAT(Error("optimizer { params { lr: -0.001 } }"),
               HasSubstr("optimizer.params.lr = -0.001: must be >= 0"));

@@ -59,19 +59,18 @@ absl::Status Engine::GatherParams() {
   const partition::ShardLayout& layout = flat_->layout();
   const at::Tensor& flat = flat_->flat();
   std::vector<comm::Work> works;
-  std::vector<at::Tensor> inputs;  // alive until their gathers finish
   int64_t in_flight = 0;
   for (int k = 0; k < static_cast<int>(layout.buckets().size()); ++k) {
     const partition::LayoutBucket& b = layout.buckets()[k];
     if (!works.empty() && in_flight + b.numel > options_.allgather_bucket_size) {
       ZT_RETURN_IF_ERROR(comm::WaitAll(works));
       works.clear();
-      inputs.clear();
       in_flight = 0;
     }
-    // A copy, because the gather writes the whole bucket, the owned slice included.
-    inputs.push_back(flat.narrow(0, layout.OwnedBegin(k, group_->rank()), b.slice).clone());
-    works.push_back(group_->AllGatherAsync(inputs.back(), flat.narrow(0, b.begin, b.numel)));
+    // In place: the owned slice is this rank's part of the bucket it gathers into (no copy).
+    works.push_back(group_->AllGatherAsync(
+        flat.narrow(0, layout.OwnedBegin(k, group_->rank()), b.slice),
+        flat.narrow(0, b.begin, b.numel)));
     in_flight += b.numel;
   }
   return comm::WaitAll(works);

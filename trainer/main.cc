@@ -83,6 +83,7 @@ int RunRank(const MainFlags& flags, const TrainerConfig& config) {
     comm::GroupOptions options;
     options.log_ops = config.comms_logger.enabled;
     options.check_calls = config.run.check_calls;
+    if (config.run.shm_backend) options.backend = comm::BackendKind::kShm;
     ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(info, options));
     ZT_RETURN_IF_ERROR(TrainGpt(config, group.get(), {.memory_summary = flags.memory_summary}));
     if (config.comms_logger.enabled && rank == 0) {

@@ -2,7 +2,7 @@
 // at ZeRO stages 0, 1, 2 and 3 (with and without prefetch) on local ranks in one run; prints samples/s, the step-time split and
 // model-state bytes per rank next to the ZeRO formula, as a markdown table. samples/s comes from
 // the median step (forward + Backward + Step between barriers); the split columns are means.
-//   bazel run -c opt //trainer:zero_bench [-- --world=2 --steps=5 --micro=4]
+//   bazel run -c opt //trainer:zero_bench [-- --world=2 --steps=5 --micro=4 --backend=gloo|shm]
 // Started without rank variables it launches the ranks itself (this binary, one process each,
 // OMP_NUM_THREADS=1 unless set, as torchrun does).
 #include <torch/torch.h>
@@ -25,6 +25,7 @@ namespace {
 
 constexpr int64_t kDim = 512, kLayers = 16, kSeq = 32;
 int64_t micro_batch = 4;  // --micro: samples per rank per step
+bool shm = false;         // --backend=shm
 
 void Check(const absl::Status& s) {
   if (!s.ok()) {
@@ -129,16 +130,17 @@ int RunRank(int steps, bool check_calls) {
   Check(info.status());
   comm::GroupOptions go;
   go.check_calls = check_calls;
+  if (shm) go.backend = comm::BackendKind::kShm;
   auto group = comm::ProcessGroup::Create(*info, go);
   Check(group.status());
   if ((*group)->rank() == 0) {
     int64_t numel = 0;
     for (const auto& p : MakeModel()->parameters()) numel += p.numel();
     std::printf("zero_bench: %lld parameters, %d ranks, fp32, micro batch %lld x seq %lld, "
-                "AdamW, buckets 4M elements, overlap_comm on, comm call check %s\n\n",
+                "AdamW, buckets 4M elements, overlap_comm on, %s backend, comm call check %s\n\n",
                 static_cast<long long>(numel), (*group)->world_size(),
                 static_cast<long long>(micro_batch), static_cast<long long>(kSeq),
-                check_calls ? "on" : "off");
+                shm ? "shm" : "gloo", check_calls ? "on" : "off");
     std::printf("| stage | gradient reduction | samples/s | vs stage 0 | forward ms | "
                 "backward ms | bwd comm ms | step ms | all-gather ms | params MiB | grads MiB | "
                 "master MiB | optim MiB | total MiB | formula MiB |\n"
@@ -187,9 +189,14 @@ int main(int argc, char** argv) {
     if (a.rfind("--steps=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &steps) && steps > 0;
     if (a.rfind("--micro=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &micro) && micro > 0;
     if (a == "--no_call_check") ok = !(check_calls = false);
+    if (a == "--backend=gloo" || a == "--backend=shm") {
+      ok = true;
+      zerotrain::trainer::shm = a == "--backend=shm";
+    }
     if (!ok) {
       std::fprintf(stderr,
-                   "zero_bench: bad flag %s (--world=N --steps=N --micro=N --no_call_check)\n",
+                   "zero_bench: bad flag %s (--world=N --steps=N --micro=N --backend=gloo|shm "
+                   "--no_call_check)\n",
                    a.c_str());
       return 2;
     }
@@ -202,6 +209,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args = {absl::StrCat("--steps=", steps),
                                    absl::StrCat("--micro=", micro)};
   if (!check_calls) args.push_back("--no_call_check");
+  if (zerotrain::trainer::shm) args.push_back("--backend=shm");
   absl::Status s = zerotrain::comm::LaunchRanks(
       {.nproc_per_node = world, .master_port = 29750, .args = args});
   if (!s.ok()) {

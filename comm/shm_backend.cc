@@ -1,0 +1,260 @@
+// Shm backend: CPU collectives through a shared-memory segment, for ranks that all run on one host.
+// Over loopback TCP every byte is copied into the kernel and out again and the copies compete with
+// compute for the same cores; here a byte is copied once into the sender's slot and once out by
+// each reader. Ops run one at a time, in issue order, on a thread of the backend's own, in chunks
+// of one slot, alternating between the segment's two slot sets. A reduction is computed for each
+// element by one rank only, in rank order, so every rank ends with bitwise the same result.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "comm/backend.h"
+#include "comm/serial_executor.h"
+#include "comm/shm_segment.h"
+
+namespace zerotrain::comm {
+namespace {
+
+// Slots of up to 4 MiB (a chunk stays in cache between its copy in and its copies out), and a
+// segment of at most ~32 MiB however many ranks share the host.
+size_t SlotBytes(int world) {
+  const size_t even = (size_t{16} << 20) / static_cast<size_t>(world) / 4096 * 4096;
+  return std::clamp<size_t>(even, size_t{256} << 10, size_t{4} << 20);
+}
+
+// One op's result, handed from the backend's thread to whoever waits on the Work.
+class Completion {
+ public:
+  void Finish(absl::Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = std::move(s);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  absl::Status Wait(std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("shm: the op did not finish within ", limit.count(), " ms"));
+    }
+    return status_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  absl::Status status_;
+};
+
+at::Tensor View(char* p, int64_t numel, const at::Tensor& like) {
+  return at::from_blob(p, {numel}, like.options());
+}
+
+class ShmBackend : public Backend {
+ public:
+  ShmBackend(std::unique_ptr<ShmSegment> seg, std::chrono::milliseconds timeout)
+      : seg_(std::move(seg)), timeout_(timeout) {}
+  ~ShmBackend() override {
+    stopping_ = true;  // ops still queued fail at once instead of waiting for absent peers
+    executor_.reset();
+  }
+
+  c10::DeviceType device_type() const override { return c10::DeviceType::CPU; }
+
+  absl::StatusOr<Work::Step> AllReduce(at::Tensor& tensor, ReduceOp op) override {
+    return Launch([this, t = tensor, op] { return RunAllReduce(t, op); });
+  }
+  absl::StatusOr<Work::Step> ReduceScatter(at::Tensor& input, at::Tensor& output,
+                                           ReduceOp op) override {
+    return Launch([this, in = input, out = output, op] { return RunReduceScatter(in, out, op); });
+  }
+  absl::StatusOr<Work::Step> AllGather(at::Tensor& input, at::Tensor& output) override {
+    return Launch([this, in = input, out = output] { return RunAllGather(in, out); });
+  }
+  absl::StatusOr<Work::Step> Broadcast(at::Tensor& tensor, int root) override {
+    return Launch([this, t = tensor, root] { return RunBroadcast(t, root); });
+  }
+  absl::StatusOr<Work::Step> Barrier() override {
+    return Launch([this] {
+      return seg_->WaitAll(seg_->Arrive(), Deadline(), "in a barrier");
+    });
+  }
+
+ private:
+  using Body = std::function<absl::Status()>;
+
+  absl::StatusOr<Work::Step> Launch(Body body) {
+    auto done = std::make_shared<Completion>();
+    executor_->Post([this, body = std::move(body), done] {
+      absl::Status s = failed_;
+      if (s.ok() && stopping_) s = absl::CancelledError("shm: the group is being destroyed");
+      if (s.ok()) {
+        try {
+          s = body();
+        } catch (const std::exception& e) {
+          s = StatusFromException(e);
+        }
+        // The peers' phases no longer line up with this rank's: nothing later may run.
+        if (!s.ok()) {
+          seg_->MarkFailed();
+          failed_ = s;
+        }
+      }
+      done->Finish(s);
+    });
+    // Each op's waits are bounded by the timeout, so the ones queued ahead finish in time too.
+    return [done, limit = 2 * timeout_ + std::chrono::milliseconds(10000)] { return done->Wait(limit); };
+  }
+
+  ShmSegment::Deadline Deadline() const { return std::chrono::steady_clock::now() + timeout_; }
+
+  // The slot set for the next chunk, once every rank has finished reading its last use.
+  absl::StatusOr<int> NextSet(ShmSegment::Deadline deadline, const char* op) {
+    const int set = static_cast<int>(chunks_++ % 2);
+    if (set_free_[set] != 0) {
+      absl::Status s = seg_->WaitAll(set_free_[set], deadline, absl::StrCat("in ", op, ", reusing a slot"));
+      if (!s.ok()) return s;
+    }
+    return set;
+  }
+
+  absl::Status Exchange(ShmSegment::Deadline deadline, const char* op) {
+    return seg_->WaitAll(seg_->Arrive(), deadline, absl::StrCat("in ", op));
+  }
+
+  // out = the element-wise sum (or max) of `parts`, in their order.
+  static void Reduce(const std::vector<at::Tensor>& parts, at::Tensor out, ReduceOp op) {
+    if (parts.size() == 1) {
+      out.copy_(parts[0]);
+      return;
+    }
+    if (op == ReduceOp::kMax) {
+      at::maximum_out(out, parts[0], parts[1]);
+      for (size_t j = 2; j < parts.size(); ++j) at::maximum_out(out, out, parts[j]);
+    } else {
+      at::add_out(out, parts[0], parts[1]);
+      for (size_t j = 2; j < parts.size(); ++j) out.add_(parts[j]);
+    }
+  }
+
+  absl::Status RunAllReduce(const at::Tensor& t, ReduceOp op) {
+    const auto deadline = Deadline();
+    const int w = seg_->world_size(), me = seg_->rank();
+    const int64_t es = t.element_size(), n = t.numel(), chunk = seg_->slot_bytes() / es;
+    char* data = static_cast<char*>(t.data_ptr());
+    for (int64_t o = 0; o < n; o += chunk) {
+      const int64_t c = std::min(chunk, n - o);
+      auto set = NextSet(deadline, "all_reduce");
+      if (!set.ok()) return set.status();
+      std::memcpy(seg_->slot(*set, me), data + o * es, c * es);
+      if (absl::Status s = Exchange(deadline, "all_reduce, sharing a chunk"); !s.ok()) return s;
+      // Rank r reduces elements [c*r/w, c*(r+1)/w) of the chunk into its own slot.
+      auto lo = [&](int r) { return c * r / w; };
+      std::vector<at::Tensor> parts;
+      for (int j = 0; j < w; ++j) {
+        parts.push_back(View(seg_->slot(*set, j) + lo(me) * es, lo(me + 1) - lo(me), t));
+      }
+      at::Tensor mine = t.narrow(0, o + lo(me), lo(me + 1) - lo(me));
+      Reduce(parts, mine, op);
+      std::memcpy(seg_->slot(*set, me) + lo(me) * es, mine.data_ptr(), mine.numel() * es);
+      if (absl::Status s = Exchange(deadline, "all_reduce, sharing the sums"); !s.ok()) return s;
+      for (int j = 0; j < w; ++j) {
+        if (j != me) std::memcpy(data + (o + lo(j)) * es, seg_->slot(*set, j) + lo(j) * es, (lo(j + 1) - lo(j)) * es);
+      }
+      set_free_[*set] = seg_->Arrive();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RunReduceScatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op) {
+    const auto deadline = Deadline();
+    const int w = seg_->world_size(), me = seg_->rank();
+    const int64_t es = in.element_size(), n = out.numel();
+    const int64_t chunk = seg_->slot_bytes() / es / w;
+    const char* src = static_cast<const char*>(in.data_ptr());
+    for (int64_t o = 0; o < n; o += chunk) {
+      const int64_t c = std::min(chunk, n - o);
+      auto set = NextSet(deadline, "reduce_scatter");
+      if (!set.ok()) return set.status();
+      // Piece j of this rank's slot is what it contributes to rank j's shard.
+      for (int j = 0; j < w; ++j) {
+        std::memcpy(seg_->slot(*set, me) + j * c * es, src + (j * n + o) * es, c * es);
+      }
+      if (absl::Status s = Exchange(deadline, "reduce_scatter"); !s.ok()) return s;
+      std::vector<at::Tensor> parts;
+      for (int j = 0; j < w; ++j) parts.push_back(View(seg_->slot(*set, j) + me * c * es, c, in));
+      Reduce(parts, out.narrow(0, o, c), op);
+      set_free_[*set] = seg_->Arrive();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RunAllGather(const at::Tensor& in, const at::Tensor& out) {
+    const auto deadline = Deadline();
+    const int w = seg_->world_size(), me = seg_->rank();
+    const int64_t bytes = in.numel() * in.element_size();
+    const char* src = static_cast<const char*>(in.data_ptr());
+    char* dst = static_cast<char*>(out.data_ptr());
+    const bool in_place = src == dst + me * bytes;  // the input is this rank's part of the output
+    for (int64_t o = 0; o < bytes; o += seg_->slot_bytes()) {
+      const int64_t c = std::min<int64_t>(seg_->slot_bytes(), bytes - o);
+      auto set = NextSet(deadline, "all_gather");
+      if (!set.ok()) return set.status();
+      std::memcpy(seg_->slot(*set, me), src + o, c);
+      if (absl::Status s = Exchange(deadline, "all_gather"); !s.ok()) return s;
+      for (int j = 0; j < w; ++j) {
+        if (j != me) {
+          std::memcpy(dst + j * bytes + o, seg_->slot(*set, j), c);
+        } else if (!in_place) {
+          std::memcpy(dst + j * bytes + o, src + o, c);
+        }
+      }
+      set_free_[*set] = seg_->Arrive();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RunBroadcast(const at::Tensor& t, int root) {
+    const auto deadline = Deadline();
+    const int me = seg_->rank();
+    const int64_t bytes = t.numel() * t.element_size();
+    char* data = static_cast<char*>(t.data_ptr());
+    for (int64_t o = 0; o < bytes; o += seg_->slot_bytes()) {
+      const int64_t c = std::min<int64_t>(seg_->slot_bytes(), bytes - o);
+      auto set = NextSet(deadline, "broadcast");
+      if (!set.ok()) return set.status();
+      if (me == root) std::memcpy(seg_->slot(*set, root), data + o, c);
+      if (absl::Status s = Exchange(deadline, "broadcast"); !s.ok()) return s;
+      if (me != root) std::memcpy(data + o, seg_->slot(*set, root), c);
+      set_free_[*set] = seg_->Arrive();
+    }
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<ShmSegment> seg_;
+  std::chrono::milliseconds timeout_;
+  // Touched only on the executor's thread.
+  uint64_t chunks_ = 0;
+  uint32_t set_free_[2] = {0, 0};  // the phase after which each slot set may be written again
+  absl::Status failed_;
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<SerialExecutor> executor_ = std::make_unique<SerialExecutor>();  // last
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeShmBackend(const BackendContext& ctx) {
+  auto seg = ShmSegment::Attach(ctx, SlotBytes(ctx.world_size));
+  if (!seg.ok()) return seg.status();
+  return std::unique_ptr<Backend>(new ShmBackend(*std::move(seg), ctx.timeout));
+}
+
+}  // namespace zerotrain::comm
