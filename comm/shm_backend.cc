@@ -5,6 +5,7 @@
 // of one slot, alternating between the segment's two slot sets. A reduction is computed for each
 // element by one rank only, in rank order, so every rank ends with bitwise the same result.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,12 +17,13 @@
 #include "comm/backend.h"
 #include "comm/serial_executor.h"
 #include "comm/shm_segment.h"
+#include "tools/status_macros.h"
 
 namespace zerotrain::comm {
 namespace {
 
 // Slots of up to 4 MiB (a chunk stays in cache between its copy in and its copies out), and a
-// segment of at most ~32 MiB however many ranks share the host.
+// segment of ~32 MiB for up to 64 ranks (2 x 256 KiB per rank beyond).
 size_t SlotBytes(int world) {
   const size_t even = (size_t{16} << 20) / static_cast<size_t>(world) / 4096 * 4096;
   return std::clamp<size_t>(even, size_t{256} << 10, size_t{4} << 20);
@@ -63,7 +65,9 @@ class ShmBackend : public Backend {
   ShmBackend(std::unique_ptr<ShmSegment> seg, std::chrono::milliseconds timeout)
       : seg_(std::move(seg)), timeout_(timeout) {}
   ~ShmBackend() override {
-    stopping_ = true;  // ops still queued fail at once instead of waiting for absent peers
+    // Ops still queued fail at once, a running one within ~0.1 s, and the peers learn of it.
+    stopping_ = true;
+    if (unfinished_ > 0) seg_->Abandon();
     executor_.reset();
   }
 
@@ -84,7 +88,11 @@ class ShmBackend : public Backend {
   }
   absl::StatusOr<Work::Step> Barrier() override {
     return Launch([this] {
-      return seg_->WaitAll(seg_->Arrive(), Deadline(), "in a barrier");
+      const auto deadline = Deadline();
+      const int set = BeginChunk(kBarrier, at::kByte, 0, 0);
+      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kBarrier, at::kByte, 0, 0));
+      EndChunk();
+      return absl::OkStatus();
     });
   }
 
@@ -93,21 +101,25 @@ class ShmBackend : public Backend {
 
   absl::StatusOr<Work::Step> Launch(Body body) {
     auto done = std::make_shared<Completion>();
+    ++unfinished_;
     executor_->Post([this, body = std::move(body), done] {
       absl::Status s = failed_;
       if (s.ok() && stopping_) s = absl::CancelledError("shm: the group is being destroyed");
       if (s.ok()) {
         try {
+          c10::InferenceMode no_autograd;  // the reductions' ATen calls
           s = body();
         } catch (const std::exception& e) {
           s = StatusFromException(e);
         }
-        // The peers' phases no longer line up with this rank's: nothing later may run.
-        if (!s.ok()) {
-          seg_->MarkFailed();
-          failed_ = s;
-        }
       }
+      // The peers' phases no longer line up with this rank's: nothing later may run here, and
+      // they stop waiting for it.
+      if (!s.ok()) {
+        seg_->MarkFailed();
+        if (failed_.ok()) failed_ = s;
+      }
+      --unfinished_;
       done->Finish(s);
     });
     // Each op's waits are bounded by the timeout, so the ones queued ahead finish in time too.
@@ -116,19 +128,52 @@ class ShmBackend : public Backend {
 
   ShmSegment::Deadline Deadline() const { return std::chrono::steady_clock::now() + timeout_; }
 
-  // The slot set for the next chunk, once every rank has finished reading its last use.
-  absl::StatusOr<int> NextSet(ShmSegment::Deadline deadline, const char* op) {
+  enum Kind : uint64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+  static const char* KindName(uint64_t k) {
+    static const char* names[] = {"?", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"};
+    return names[k <= kBarrier ? k : 0];
+  }
+  // What a chunk belongs to: the op, its dtype, reduction or root, and its size in bytes.
+  static uint64_t Signature(Kind kind, at::ScalarType dtype, int tag, int64_t bytes) {
+    return (uint64_t{kind} << 56) | (uint64_t(static_cast<uint8_t>(dtype)) << 48) |
+           (uint64_t(static_cast<uint8_t>(tag)) << 40) | (uint64_t(bytes) & ((uint64_t{1} << 40) - 1));
+  }
+  static std::string Describe(uint64_t sig) {
+    return absl::StrCat(KindName(sig >> 56), " of ", sig & ((uint64_t{1} << 40) - 1), " bytes (",
+                        c10::toString(static_cast<at::ScalarType>((sig >> 48) & 0xff)),
+                        ", reduction/root ", (sig >> 40) & 0xff, ")");
+  }
+
+  // Starts a chunk: the slot set it uses, signed with what the chunk belongs to. Two sets are
+  // enough: a rank reaches chunk k + 2 only after every peer announced its data of chunk k + 1,
+  // which each does only after it finished reading chunk k, so set k % 2 is free again. (With
+  // one set a fast rank would overwrite a chunk a slow peer is still copying out.)
+  int BeginChunk(Kind kind, at::ScalarType dtype, int tag, int64_t bytes) {
     const int set = static_cast<int>(chunks_++ % 2);
-    if (set_free_[set] != 0) {
-      absl::Status s = seg_->WaitAll(set_free_[set], deadline, absl::StrCat("in ", op, ", reusing a slot"));
-      if (!s.ok()) return s;
-    }
+    seg_->Sign(set, Signature(kind, dtype, tag, bytes));
     return set;
   }
 
-  absl::Status Exchange(ShmSegment::Deadline deadline, const char* op) {
-    return seg_->WaitAll(seg_->Arrive(), deadline, absl::StrCat("in ", op));
+  // Announces this rank's part of the chunk, waits for every rank's, and checks they all belong
+  // to the same call (with the call check off, ranks may disagree).
+  absl::Status Exchange(int set, ShmSegment::Deadline deadline, Kind kind, at::ScalarType dtype,
+                        int tag, int64_t bytes) {
+    ZT_RETURN_IF_ERROR(seg_->WaitAll(seg_->Arrive(), deadline, absl::StrCat("in ", KindName(kind))));
+    const uint64_t mine = Signature(kind, dtype, tag, bytes);
+    const int r = seg_->FirstDiffering(set, mine);
+    if (r < 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shm: ranks called different collectives: rank ", seg_->rank(), " called ", Describe(mine),
+        ", rank ", r, " ", Describe(seg_->signature(set, r))));
   }
+
+  // Only phases follow the first exchange of a chunk (all-reduce's second one).
+  absl::Status Sync(ShmSegment::Deadline deadline, Kind kind) {
+    return seg_->WaitAll(seg_->Arrive(), deadline, absl::StrCat("in ", KindName(kind)));
+  }
+
+  // This rank has read what it needs from the chunk's set.
+  void EndChunk() { seg_->Arrive(); }
 
   // out = the element-wise sum (or max) of `parts`, in their order.
   static void Reduce(const std::vector<at::Tensor>& parts, at::Tensor out, ReduceOp op) {
@@ -152,24 +197,24 @@ class ShmBackend : public Backend {
     char* data = static_cast<char*>(t.data_ptr());
     for (int64_t o = 0; o < n; o += chunk) {
       const int64_t c = std::min(chunk, n - o);
-      auto set = NextSet(deadline, "all_reduce");
-      if (!set.ok()) return set.status();
-      std::memcpy(seg_->slot(*set, me), data + o * es, c * es);
-      if (absl::Status s = Exchange(deadline, "all_reduce, sharing a chunk"); !s.ok()) return s;
+      const int tag = static_cast<int>(op);
+      const int set = BeginChunk(kAllReduce, t.scalar_type(), tag, n * es);
+      std::memcpy(seg_->slot(set, me), data + o * es, c * es);
+      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kAllReduce, t.scalar_type(), tag, n * es));
       // Rank r reduces elements [c*r/w, c*(r+1)/w) of the chunk into its own slot.
       auto lo = [&](int r) { return c * r / w; };
       std::vector<at::Tensor> parts;
       for (int j = 0; j < w; ++j) {
-        parts.push_back(View(seg_->slot(*set, j) + lo(me) * es, lo(me + 1) - lo(me), t));
+        parts.push_back(View(seg_->slot(set, j) + lo(me) * es, lo(me + 1) - lo(me), t));
       }
       at::Tensor mine = t.narrow(0, o + lo(me), lo(me + 1) - lo(me));
       Reduce(parts, mine, op);
-      std::memcpy(seg_->slot(*set, me) + lo(me) * es, mine.data_ptr(), mine.numel() * es);
-      if (absl::Status s = Exchange(deadline, "all_reduce, sharing the sums"); !s.ok()) return s;
+      std::memcpy(seg_->slot(set, me) + lo(me) * es, mine.data_ptr(), mine.numel() * es);
+      ZT_RETURN_IF_ERROR(Sync(deadline, kAllReduce));
       for (int j = 0; j < w; ++j) {
-        if (j != me) std::memcpy(data + (o + lo(j)) * es, seg_->slot(*set, j) + lo(j) * es, (lo(j + 1) - lo(j)) * es);
+        if (j != me) std::memcpy(data + (o + lo(j)) * es, seg_->slot(set, j) + lo(j) * es, (lo(j + 1) - lo(j)) * es);
       }
-      set_free_[*set] = seg_->Arrive();
+      EndChunk();
     }
     return absl::OkStatus();
   }
@@ -182,17 +227,17 @@ class ShmBackend : public Backend {
     const char* src = static_cast<const char*>(in.data_ptr());
     for (int64_t o = 0; o < n; o += chunk) {
       const int64_t c = std::min(chunk, n - o);
-      auto set = NextSet(deadline, "reduce_scatter");
-      if (!set.ok()) return set.status();
+      const int tag = static_cast<int>(op);
+      const int set = BeginChunk(kReduceScatter, in.scalar_type(), tag, n * es);
       // Piece j of this rank's slot is what it contributes to rank j's shard.
       for (int j = 0; j < w; ++j) {
-        std::memcpy(seg_->slot(*set, me) + j * c * es, src + (j * n + o) * es, c * es);
+        std::memcpy(seg_->slot(set, me) + j * c * es, src + (j * n + o) * es, c * es);
       }
-      if (absl::Status s = Exchange(deadline, "reduce_scatter"); !s.ok()) return s;
+      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kReduceScatter, in.scalar_type(), tag, n * es));
       std::vector<at::Tensor> parts;
-      for (int j = 0; j < w; ++j) parts.push_back(View(seg_->slot(*set, j) + me * c * es, c, in));
+      for (int j = 0; j < w; ++j) parts.push_back(View(seg_->slot(set, j) + me * c * es, c, in));
       Reduce(parts, out.narrow(0, o, c), op);
-      set_free_[*set] = seg_->Arrive();
+      EndChunk();
     }
     return absl::OkStatus();
   }
@@ -206,18 +251,17 @@ class ShmBackend : public Backend {
     const bool in_place = src == dst + me * bytes;  // the input is this rank's part of the output
     for (int64_t o = 0; o < bytes; o += seg_->slot_bytes()) {
       const int64_t c = std::min<int64_t>(seg_->slot_bytes(), bytes - o);
-      auto set = NextSet(deadline, "all_gather");
-      if (!set.ok()) return set.status();
-      std::memcpy(seg_->slot(*set, me), src + o, c);
-      if (absl::Status s = Exchange(deadline, "all_gather"); !s.ok()) return s;
+      const int set = BeginChunk(kAllGather, in.scalar_type(), 0, bytes);
+      std::memcpy(seg_->slot(set, me), src + o, c);
+      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kAllGather, in.scalar_type(), 0, bytes));
       for (int j = 0; j < w; ++j) {
         if (j != me) {
-          std::memcpy(dst + j * bytes + o, seg_->slot(*set, j), c);
+          std::memcpy(dst + j * bytes + o, seg_->slot(set, j), c);
         } else if (!in_place) {
           std::memcpy(dst + j * bytes + o, src + o, c);
         }
       }
-      set_free_[*set] = seg_->Arrive();
+      EndChunk();
     }
     return absl::OkStatus();
   }
@@ -229,12 +273,11 @@ class ShmBackend : public Backend {
     char* data = static_cast<char*>(t.data_ptr());
     for (int64_t o = 0; o < bytes; o += seg_->slot_bytes()) {
       const int64_t c = std::min<int64_t>(seg_->slot_bytes(), bytes - o);
-      auto set = NextSet(deadline, "broadcast");
-      if (!set.ok()) return set.status();
-      if (me == root) std::memcpy(seg_->slot(*set, root), data + o, c);
-      if (absl::Status s = Exchange(deadline, "broadcast"); !s.ok()) return s;
-      if (me != root) std::memcpy(data + o, seg_->slot(*set, root), c);
-      set_free_[*set] = seg_->Arrive();
+      const int set = BeginChunk(kBroadcast, t.scalar_type(), root, bytes);
+      if (me == root) std::memcpy(seg_->slot(set, root), data + o, c);
+      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kBroadcast, t.scalar_type(), root, bytes));
+      if (me != root) std::memcpy(data + o, seg_->slot(set, root), c);
+      EndChunk();
     }
     return absl::OkStatus();
   }
@@ -243,9 +286,9 @@ class ShmBackend : public Backend {
   std::chrono::milliseconds timeout_;
   // Touched only on the executor's thread.
   uint64_t chunks_ = 0;
-  uint32_t set_free_[2] = {0, 0};  // the phase after which each slot set may be written again
   absl::Status failed_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> unfinished_{0};  // ops posted and not yet finished
   std::unique_ptr<SerialExecutor> executor_ = std::make_unique<SerialExecutor>();  // last
 };
 

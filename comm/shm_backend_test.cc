@@ -93,6 +93,61 @@ TEST(ShmBackend, AllGatherInPlaceFromItsOwnSlice) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
+TEST(ShmBackend, ManyChunkedOpsStayExactUnderSkew) {
+  // Four ranks on the 2-core machine, each pausing at random between ops: ranks run chunks
+  // apart, so a slot set is reused while slower peers may still be on the previous chunk.
+  constexpr int kWorld = 4;
+  constexpr int64_t kN = 2'500'003;  // 10 MB: several 4 MiB slots
+  auto outcomes = SpawnRanks(kWorld, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(Shm()));
+    uint32_t seed = 17u * (rank + 1);
+    at::Tensor want = InputOf(0, kN);
+    for (int r = 1; r < kWorld; ++r) want.add_(InputOf(r, kN));
+    const int64_t shard = (kN + kWorld - 1) / kWorld;
+    for (int round = 0; round < 6; ++round) {
+      seed = seed * 1103515245u + 12345u;
+      std::this_thread::sleep_for(std::chrono::microseconds(seed % 3000));
+      at::Tensor t = InputOf(rank, kN);
+      ZT_RETURN_IF_ERROR(group->AllReduce(t, ReduceOp::kSum));
+      if (!at::equal(t, want)) return absl::InternalError(absl::StrCat("round ", round, ": all_reduce"));
+      at::Tensor gathered = at::empty({shard * kWorld});
+      ZT_RETURN_IF_ERROR(group->AllGather(InputOf(rank, shard), gathered));
+      for (int r = 0; r < kWorld; ++r) {
+        if (!at::equal(gathered.narrow(0, r * shard, shard), InputOf(r, shard))) {
+          return absl::InternalError(absl::StrCat("round ", round, ": all_gather part ", r));
+        }
+      }
+      at::Tensor b = rank == round % kWorld ? InputOf(rank, kN) : at::zeros({kN});
+      ZT_RETURN_IF_ERROR(group->Broadcast(b, round % kWorld));
+      if (!at::equal(b, InputOf(round % kWorld, kN))) {
+        return absl::InternalError(absl::StrCat("round ", round, ": broadcast"));
+      }
+    }
+    return std::string("ok");
+  });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+TEST(ShmBackend, DifferentCallsFailEveryRankEvenWithoutTheCallCheck) {
+  auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(Shm()));
+    at::Tensor t = at::ones({rank == 0 ? 1000 : 999});
+    absl::Status s = group->AllReduce(t, ReduceOp::kSum);
+    if (s.ok()) return absl::InternalError("all_reduce of different sizes succeeded");
+    // The group is unusable afterwards, on every rank.
+    if (group->Barrier().ok()) return absl::InternalError("the group still works");
+    return std::string(s.message());
+  });
+  ASSERT_TRUE(outcomes[0].status.ok()) << FormatOutcomes(outcomes);
+  ASSERT_TRUE(outcomes[1].status.ok()) << FormatOutcomes(outcomes);
+  EXPECT_TRUE(absl::StrContains(outcomes[0].payload,
+                                "ranks called different collectives: rank 0 called all_reduce of "
+                                "4000 bytes (Float, reduction/root 0), rank 1 all_reduce of 3996 bytes"))
+      << outcomes[0].payload;
+  EXPECT_TRUE(absl::StrContains(outcomes[1].payload, "rank 1 called all_reduce of 3996 bytes"))
+      << outcomes[1].payload;
+}
+
 TEST(ShmBackend, LeavesNothingInDevShm) {
   auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
     ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(Shm()));

@@ -37,6 +37,7 @@ struct ShmSegment::Header {
 struct alignas(64) ShmSegment::RankControl {
   std::atomic<uint32_t> phase;  // the futex word
   std::atomic<int32_t> pid;     // 0 until the rank has mapped the segment
+  std::atomic<uint64_t> signature[2];  // what the rank's chunk in each slot set belongs to
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4,
@@ -96,34 +97,54 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
       std::random_device random;
       name = absl::StrCat("/zt-shm-", getpid(), "-", random(), random());
       fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-      if (fd < 0) return absl::InternalError(absl::StrCat(where, "creating /dev/shm", name, ": ", Errno(errno)));
+      // The others learn why rank 0 failed instead of waiting for a name that never comes.
+      auto fail = [&](absl::Status s) {
+        try {
+          Set(*ctx.store, "shm/segment", absl::StrCat("!", s.message()));
+        } catch (const std::exception&) {
+          // The store itself is gone: the others fail on it too.
+        }
+        return s;
+      };
+      if (fd < 0) {
+        return fail(absl::InternalError(absl::StrCat(where, "creating /dev/shm", name, ": ", Errno(errno))));
+      }
       // Reserved now: a /dev/shm too small for a sparse file shows up as SIGBUS on first touch.
       if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
         close(fd);
         shm_unlink(name.c_str());
-        return absl::ResourceExhaustedError(absl::StrCat(
+        return fail(absl::ResourceExhaustedError(absl::StrCat(
             where, "reserving ", bytes, " bytes in /dev/shm for ", ctx.world_size,
-            " ranks: ", Errno(err), " (is /dev/shm big enough? `df -h /dev/shm`)"));
+            " ranks: ", Errno(err), " (is /dev/shm big enough? `df -h /dev/shm`)")));
       }
     } else {
-      const std::string host0 = Get(*ctx.store, "shm/host0");
+      // Rank 0 publishes "<host>\n<name>", or "!<its error>" when it could not make the segment.
+      const std::string published = Get(*ctx.store, "shm/segment");
+      if (!published.empty() && published[0] == '!') {
+        return absl::FailedPreconditionError(
+            absl::StrCat(where, "rank 0 could not create the segment: ", published.substr(1)));
+      }
+      const size_t newline = published.find('\n');
+      const std::string host0 = published.substr(0, newline);
+      name = newline == std::string::npos ? "" : published.substr(newline + 1);
       if (host0 != HostName()) {
         return absl::InvalidArgumentError(absl::StrCat(
             where, "every rank must run on one host, but rank 0 is on '", host0, "' and this rank on '",
             HostName(), "'; use the gloo backend across hosts"));
       }
-      name = Get(*ctx.store, "shm/name");
       fd = shm_open(name.c_str(), O_RDWR, 0);
       if (fd < 0) {
         return absl::InternalError(absl::StrCat(where, "opening /dev/shm", name, " made by rank 0: ",
                                                 Errno(errno)));
       }
-      struct stat st;
-      if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+      struct stat st = {};
+      const bool stat_ok = fstat(fd, &st) == 0;
+      if (!stat_ok || static_cast<size_t>(st.st_size) != bytes) {
+        const std::string why = stat_ok ? absl::StrCat("has ", st.st_size, " bytes, expected ", bytes,
+                                                       " (do the ranks agree on the world size?)")
+                                        : absl::StrCat("cannot be examined: ", Errno(errno));
         close(fd);
-        return absl::FailedPreconditionError(absl::StrCat(
-            where, "/dev/shm", name, " has ", st.st_size, " bytes, expected ", bytes,
-            " (do the ranks agree on the world size?)"));
+        return absl::FailedPreconditionError(absl::StrCat(where, "/dev/shm", name, " ", why));
       }
     }
   } catch (const std::exception& e) {
@@ -135,8 +156,15 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
   const int map_errno = errno;
   close(fd);
   if (base == MAP_FAILED) {
-    if (ctx.rank == 0) shm_unlink(name.c_str());
-    return absl::InternalError(absl::StrCat(where, "mapping /dev/shm", name, ": ", Errno(map_errno)));
+    absl::Status s = absl::InternalError(absl::StrCat(where, "mapping /dev/shm", name, ": ", Errno(map_errno)));
+    if (ctx.rank == 0) {
+      shm_unlink(name.c_str());
+      try {
+        Set(*ctx.store, "shm/segment", absl::StrCat("!", s.message()));
+      } catch (const std::exception&) {
+      }
+    }
+    return s;
   }
   std::unique_ptr<ShmSegment> seg(new ShmSegment(ctx.rank, ctx.world_size, slot_bytes, base, bytes));
   if (ctx.rank == 0) {
@@ -145,11 +173,10 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
     h->world = static_cast<uint32_t>(ctx.world_size);
     h->slot_bytes = slot_bytes;
     h->failed_rank.store(-1);
-    for (int r = 0; r < ctx.world_size; ++r) new (seg->control(r)) RankControl{{0}, {0}};
+    for (int r = 0; r < ctx.world_size; ++r) new (seg->control(r)) RankControl{{0}, {0}, {{0}, {0}}};
     seg->control(0)->pid.store(getpid());
     try {
-      Set(*ctx.store, "shm/host0", HostName());
-      Set(*ctx.store, "shm/name", name);
+      Set(*ctx.store, "shm/segment", absl::StrCat(HostName(), "\n", name));
     } catch (const std::exception& e) {
       shm_unlink(name.c_str());
       return WithPrefix(StatusFromException(e), where);
@@ -158,9 +185,11 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
     const Header* h = seg->header();
     if (h->magic != kMagic || h->world != static_cast<uint32_t>(ctx.world_size) ||
         h->slot_bytes != slot_bytes) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      absl::Status s = absl::FailedPreconditionError(absl::StrCat(
           where, "/dev/shm", name, " was made for ", h->world, " ranks and ", h->slot_bytes,
           "-byte slots, this rank expects ", ctx.world_size, " and ", slot_bytes));
+      if (h->magic == kMagic) seg->MarkFailed();  // the layout is ours: the others stop waiting
+      return s;
     }
     seg->control(ctx.rank)->pid.store(getpid());
   }
@@ -178,6 +207,26 @@ uint32_t ShmSegment::Arrive() {
   word.store(phase_, std::memory_order_release);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
   return phase_;
+}
+
+void ShmSegment::Sign(int set, uint64_t signature) {
+  control(rank_)->signature[set].store(signature, std::memory_order_relaxed);
+}
+
+int ShmSegment::FirstDiffering(int set, uint64_t signature) const {
+  for (int r = 0; r < world_; ++r) {
+    if (control(r)->signature[set].load(std::memory_order_relaxed) != signature) return r;
+  }
+  return -1;
+}
+
+uint64_t ShmSegment::signature(int set, int r) const {
+  return control(r)->signature[set].load(std::memory_order_relaxed);
+}
+
+void ShmSegment::Abandon() {
+  abandoned_ = true;
+  MarkFailed();
 }
 
 void ShmSegment::MarkFailed() {
@@ -210,13 +259,21 @@ absl::Status ShmSegment::WaitFor(int r, uint32_t phase, Deadline deadline, const
   while (true) {
     const uint32_t v = word.load(std::memory_order_acquire);
     if (reached(v)) return absl::OkStatus();
+    // Each reason to give up is checked again against the phase: a peer may have announced it
+    // and then exited (at the end of a job) or failed a later op between the two reads.
     const pid_t pid = control(r)->pid.load();
     if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+      if (reached(word.load(std::memory_order_acquire))) return absl::OkStatus();
       return absl::AbortedError(absl::StrCat("shm: rank ", r, " (pid ", pid, ") exited while rank ",
                                              rank_, " was ", what));
     }
     const int32_t failed = header()->failed_rank.load();
-    if (failed >= 0 && failed != rank_) {
+    if ((failed >= 0 && failed != rank_) || abandoned_.load()) {
+      if (reached(word.load(std::memory_order_acquire))) return absl::OkStatus();
+      if (abandoned_.load()) {
+        return absl::CancelledError(absl::StrCat("shm: rank ", rank_, "'s group is being destroyed "
+                                                 "while it was ", what));
+      }
       return absl::AbortedError(absl::StrCat("shm: rank ", failed, " gave up on a collective (see its "
                                              "error) while rank ", rank_, " was ", what));
     }

@@ -45,8 +45,17 @@ class ShmSegment {
   // Returns once every rank has announced `phase`. DeadlineExceeded at `deadline`, naming `what`
   // and the ranks that had not; Aborted when one of them has exited or gave up on an earlier wait.
   absl::Status WaitAll(uint32_t phase, Deadline deadline, const std::string& what);
+  // What this rank's data in slot set `set` is part of (set before the Arrive that shares it).
+  // Once every rank has announced that phase, and until this rank announces it has read the set,
+  // FirstDiffering finds a rank whose signature differs (-1 when none does): ranks that called
+  // different collectives are caught there instead of exchanging the wrong bytes.
+  void Sign(int set, uint64_t signature);
+  int FirstDiffering(int set, uint64_t signature) const;
+  uint64_t signature(int set, int r) const;
   // This rank gives up: peers waiting on it fail within ~0.1 s instead of at their deadline.
   void MarkFailed();
+  // MarkFailed, and this rank's own waits end (Cancelled) within ~0.1 s: for tearing down.
+  void Abandon();
 
  private:
   struct Header;
@@ -63,6 +72,7 @@ class ShmSegment {
   size_t bytes_;
   size_t data_offset_;
   uint32_t phase_ = 0;  // the last phase this rank announced
+  std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace zerotrain::comm

@@ -70,6 +70,7 @@ GradientReducer::GradientReducer(comm::ProcessGroup* group, const FlatParams* pa
   const ShardLayout& layout = params->layout();
   const int nb = static_cast<int>(layout.buckets().size());
   bucket_param_count_.assign(nb, 0);
+  for (const LayoutBucket& b : layout.buckets()) largest_bucket_ = std::max(largest_bucket_, b.numel);
   for (int i = 0; i < params->num_params(); ++i) {
     pieces_.push_back(layout.PiecesOf(i));
     std::vector<int> buckets;
@@ -106,21 +107,32 @@ void GradientReducer::BeginBackward(bool reduce) {
   next_bucket_ = 0;
   hook_error_ = absl::OkStatus();
   for (at::Tensor& t : staging_) t = at::Tensor();  // left over only after a failed backward
+  spare_.clear();
 }
 
-at::Tensor& GradientReducer::Staging(int bucket) {
-  at::Tensor& t = staging_[bucket];
-  if (!t.defined()) {
-    // Not zeroed: every element is either copied by a hook or zeroed by ZeroUncovered.
-    t = at::empty({params_->layout().buckets()[bucket].numel}, params_->options());
+at::Tensor GradientReducer::Take(int64_t numel) {
+  for (size_t i = 0; i < spare_.size(); ++i) {
+    if (spare_[i].numel() == numel) {
+      at::Tensor t = std::move(spare_[i]);
+      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+      return t;
+    }
   }
-  return t;
+  return at::empty({numel}, params_->options());
+}
+
+at::Tensor GradientReducer::Staging(int bucket) {
+  at::Tensor& t = staging_[bucket];
+  // Not zeroed: every element is either copied by a hook or zeroed by ZeroUncovered. Every
+  // bucket's buffer has the largest bucket's size, so any finished one fits.
+  if (!t.defined()) t = Take(largest_bucket_);
+  return t.narrow(0, 0, params_->layout().buckets()[bucket].numel);
 }
 
 void GradientReducer::ZeroUncovered(int bucket) {
   const ShardLayout& layout = params_->layout();
   const LayoutBucket& b = layout.buckets()[bucket];
-  at::Tensor& t = Staging(bucket);
+  at::Tensor t = Staging(bucket);
   const int64_t end = b.begin + b.numel;
   // Parameters fill a bucket from its start; padding follows the last one (at the end of the
   // buffer, or of a segment: shard_layout.h).
@@ -199,21 +211,26 @@ void GradientReducer::Launch(int bucket) {
       });
     }
   } else {
-    at::Tensor out = at::empty({b.slice}, in.options());
+    at::Tensor buffer = Take(largest_bucket_ / layout.world_size());
+    at::Tensor out = buffer.narrow(0, 0, b.slice);
     launch.work = group_->ReduceScatterAsync(in, out, ReduceOp::kAvg);
     at::Tensor dst = options_.stage == 2 ? grad_shard_.narrow(0, b.shard_offset, b.slice)
                                          : in.narrow(0, owned, b.slice);
     const bool accumulate = options_.stage == 2;
-    launch.after.push_back([dst, out, accumulate]() mutable {
+    launch.after.push_back([this, dst, out, buffer, accumulate]() mutable {
       if (accumulate) {
         dst.add_(out);
       } else {
         dst.copy_(out);
       }
+      spare_.push_back(buffer);
     });
   }
   if (options_.stage == 2) {
-    launch.after.push_back([this, bucket] { staging_[bucket] = at::Tensor(); });
+    launch.after.push_back([this, bucket] {
+      spare_.push_back(staging_[bucket]);
+      staging_[bucket] = at::Tensor();
+    });
   }
   launch.numel = b.numel;
   in_flight_numel_ += b.numel;
@@ -263,6 +280,7 @@ absl::Status GradientReducer::FinishBackward(bool ignore_unused) {
     LaunchReady();
   }
   Drain(0);
+  spare_.clear();  // between steps a rank holds only its gradient shard (stage 2)
   absl::Status waited = pending_error_;
   pending_error_ = absl::OkStatus();
   for (const auto& [name, p] : params_->params()) {

@@ -73,7 +73,11 @@ class GradientReducer {
   void Launch(int bucket);
   // Waits for the oldest reductions until at most `keep` are in flight, running their copy-outs.
   void Drain(size_t keep);
-  at::Tensor& Staging(int bucket);
+  // Stage 2: the bucket's staging buffer (a view of exactly its elements), taken on first use.
+  at::Tensor Staging(int bucket);
+  // A buffer of `numel` elements: one whose reduction finished this backward, else a new one.
+  // Reusing them spares the allocator a fresh multi-MiB block (and its page faults) per bucket.
+  at::Tensor Take(int64_t numel);
   // Zeroes the staging elements no hook wrote: padding and parameters without a gradient.
   void ZeroUncovered(int bucket);
 
@@ -83,6 +87,7 @@ class GradientReducer {
   std::vector<std::vector<ParamPiece>> pieces_;     // per parameter
   std::vector<std::vector<int>> param_buckets_;     // buckets each parameter touches
   std::vector<int> bucket_param_count_;             // parameters with elements in each bucket
+  int64_t largest_bucket_ = 0;                      // elements (a multiple of the world size)
 
   // Per backward.
   bool active_ = false;
@@ -104,6 +109,7 @@ class GradientReducer {
   at::Tensor flat_grad_;               // stages 0 and 1
   at::Tensor grad_shard_;              // stage 2
   std::vector<at::Tensor> staging_;    // stage 2, per bucket, only while it is being reduced
+  std::vector<at::Tensor> spare_;      // per backward: buffers free for Take(); none survive it
 };
 
 }  // namespace zerotrain::partition
