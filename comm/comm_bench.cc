@@ -1,6 +1,7 @@
 // comm_bench: bus bandwidth of all-reduce, reduce-scatter and all-gather, 4 KiB to 256 MiB, on 2
-// and 4 local ranks over loopback, for zerotrain's ProcessGroup (call check on and off) and for
-// the same calls made straight on c10d's ProcessGroupGloo, in one run. Prints a markdown table.
+// and 4 local ranks, for zerotrain's ProcessGroup over Gloo (call check on and off), over shared
+// memory (the shm backend, call check on), and for the same calls made straight on c10d's
+// ProcessGroupGloo, in one run. Prints a markdown table.
 //   bazel run -c opt //comm:comm_bench [-- --max_mib=256 --worlds=2,4]
 // Started without rank variables it launches the ranks itself (comm/launcher.h).
 #include <ATen/ATen.h>
@@ -67,6 +68,10 @@ int RunRank(const RendezvousInfo& info, int64_t max_bytes) {
   Check(ours.status());
   auto ours_nocheck = ProcessGroup::Create(info, unchecked);
   Check(ours_nocheck.status());
+  GroupOptions shm_options;
+  shm_options.backend = BackendKind::kShm;
+  auto shm = ProcessGroup::Create(info, shm_options);
+  Check(shm.status());
   // The bare c10d group gets a store of its own so nothing of ours sits between it and Gloo.
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(info.master_port + 1);
@@ -84,25 +89,29 @@ int RunRank(const RendezvousInfo& info, int64_t max_bytes) {
   c10::intrusive_ptr<c10d::Backend> bare = *bare_or;
   const int w = info.world_size;
 
-  struct Variant { const char* name; CollectiveKind kind; Op bare, ours, nocheck; };
+  struct Variant { const char* name; CollectiveKind kind; Op bare, ours, nocheck, shm; };
   auto sum = c10d::AllreduceOptions();
   std::vector<Variant> variants = {
       {"all_reduce", CollectiveKind::kAllReduce,
        [&](at::Tensor& in, at::Tensor&) { std::vector<at::Tensor> v{in}; bare->allreduce(v, sum)->wait(); },
        [&](at::Tensor& in, at::Tensor&) { Check((*ours)->AllReduce(in, ReduceOp::kSum)); },
-       [&](at::Tensor& in, at::Tensor&) { Check((*ours_nocheck)->AllReduce(in, ReduceOp::kSum)); }},
+       [&](at::Tensor& in, at::Tensor&) { Check((*ours_nocheck)->AllReduce(in, ReduceOp::kSum)); },
+       [&](at::Tensor& in, at::Tensor&) { Check((*shm)->AllReduce(in, ReduceOp::kSum)); }},
       {"reduce_scatter", CollectiveKind::kReduceScatter,
        [&](at::Tensor& in, at::Tensor& out) { bare->_reduce_scatter_base(out, in)->wait(); },
        [&](at::Tensor& in, at::Tensor& out) { Check((*ours)->ReduceScatter(in, out, ReduceOp::kSum)); },
-       [&](at::Tensor& in, at::Tensor& out) { Check((*ours_nocheck)->ReduceScatter(in, out, ReduceOp::kSum)); }},
+       [&](at::Tensor& in, at::Tensor& out) { Check((*ours_nocheck)->ReduceScatter(in, out, ReduceOp::kSum)); },
+       [&](at::Tensor& in, at::Tensor& out) { Check((*shm)->ReduceScatter(in, out, ReduceOp::kSum)); }},
       {"all_gather", CollectiveKind::kAllGather,
        [&](at::Tensor& full, at::Tensor& shard) { bare->_allgather_base(full, shard)->wait(); },
        [&](at::Tensor& full, at::Tensor& shard) { Check((*ours)->AllGather(shard, full)); },
-       [&](at::Tensor& full, at::Tensor& shard) { Check((*ours_nocheck)->AllGather(shard, full)); }},
+       [&](at::Tensor& full, at::Tensor& shard) { Check((*ours_nocheck)->AllGather(shard, full)); },
+       [&](at::Tensor& full, at::Tensor& shard) { Check((*shm)->AllGather(shard, full)); }},
   };
   if (info.rank == 0) {
     std::printf("\n%d ranks\n\n| op | size | bare c10d busbw GB/s | ours busbw GB/s | ours/bare | "
-                "ours, check off GB/s | check off/bare |\n|---|---|---|---|---|---|---|\n", w);
+                "ours, check off GB/s | check off/bare | shm busbw GB/s | shm/bare |\n"
+                "|---|---|---|---|---|---|---|---|---|\n", w);
   }
   for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
     const int64_t n = bytes / 4;
@@ -110,14 +119,16 @@ int RunRank(const RendezvousInfo& info, int64_t max_bytes) {
     at::Tensor full = at::ones({n});
     at::Tensor shard = at::ones({ShardNumel(n, w)});
     for (const Variant& v : variants) {
-      const std::vector<double> t = TimeVariants(**ours, full, shard, {v.bare, v.ours, v.nocheck}, iters);
-      const double t_bare = t[0], t_ours = t[1], t_off = t[2];
+      const std::vector<double> t =
+          TimeVariants(**ours, full, shard, {v.bare, v.ours, v.nocheck, v.shm}, iters);
+      const double t_bare = t[0], t_ours = t[1], t_off = t[2], t_shm = t[3];
       const double f = BusBandwidthFactor(v.kind, w) * bytes / 1e9;
       if (info.rank == 0) {
-        std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f |\n", v.name,
+        std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", v.name,
                     bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MiB").c_str()
                                        : absl::StrCat(bytes >> 10, " KiB").c_str(),
-                    f / t_bare, f / t_ours, t_bare / t_ours, f / t_off, t_bare / t_off);
+                    f / t_bare, f / t_ours, t_bare / t_ours, f / t_off, t_bare / t_off,
+                    f / t_shm, t_bare / t_shm);
         std::fflush(stdout);
       }
     }

@@ -117,7 +117,7 @@ TEST(MainTest, TwoRankRunLearnsAndWritesItsMonitors) {
   const std::vector<double> losses = StepLosses(r.out);
   ASSERT_GE(losses.size(), 3u) << r.out;
   EXPECT_LT(losses.back(), losses.front() - 0.5) << r.out;  // from ~5.5 nats at random init
-  EXPECT_NE(r.out.find("2 ranks, ZeRO stage 2, bf16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 ranks (gloo), ZeRO stage 2, bf16"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sample (20 tokens"), std::string::npos) << r.out;
   const std::string csv = Read(out_dir + "/t/metrics.csv");
   EXPECT_NE(csv.find("loss"), std::string::npos);
@@ -126,6 +126,28 @@ TEST(MainTest, TwoRankRunLearnsAndWritesItsMonitors) {
     tfevents += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
   }
   EXPECT_EQ(tfevents, 1);
+}
+
+TEST(MainTest, SharedMemoryBackendTrainsLikeGloo) {
+  // Both transports sum two ranks' gradients in the same order, so the same run prints the same
+  // losses; the banner names the transport.
+  std::vector<std::vector<double>> losses;
+  for (const std::string backend : {"gloo", "shm"}) {
+    const std::string dir = Dir("backend_" + backend);
+    const Result r = RunMain(
+        {"--config=" + WriteConfig(dir, dir + "/out", 10,
+                                   {{"print", "steps_per_print: 1"},
+                                    {"run", "run { steps: 10 seed: 1 output_dir: \"" + dir +
+                                                "/out\" eval_interval: 0 eval_iters: 2 "
+                                                "sample_tokens: 0 dist_backend: \"" + backend + "\" }"}})},
+        dir);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    losses.push_back(StepLosses(r.out));
+    ASSERT_EQ(losses.back().size(), 10u) << r.out;
+    EXPECT_NE(r.out.find("2 ranks (" + backend + ")"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_LT(losses[1].back(), losses[1].front());
 }
 
 // All child pids of `parent` (the launcher's ranks).

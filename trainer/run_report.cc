@@ -47,12 +47,13 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
   const GptOptions& m = config.model;
   std::printf(
       "zerotrain: GPT %.2fM parameters (%lld layers, %lld heads, d_model %lld, context %lld), "
-      "%d ranks, ZeRO stage %d, %s\n"
+      "%d ranks (%s), ZeRO stage %d, %s\n"
       "zerotrain: batch %lld = micro %lld x accumulation %lld x %d ranks; %lld steps; data: %s "
       "(%lld train / %lld eval tokens)\n",
       GptParameterCount(m) / 1e6, static_cast<long long>(m.n_layer),
       static_cast<long long>(m.n_head), static_cast<long long>(m.n_embd),
-      static_cast<long long>(m.block_size), group->world_size(), config.engine.stage,
+      static_cast<long long>(m.block_size), group->world_size(),
+      config.run.shm_backend ? "shm" : "gloo", config.engine.stage,
       PrecisionName(config.engine.precision), static_cast<long long>(b.train_batch_size),
       static_cast<long long>(b.micro_batch_size),
       static_cast<long long>(b.gradient_accumulation_steps), group->world_size(),
