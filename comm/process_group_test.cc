@@ -21,7 +21,6 @@ namespace {
 
 using zerotrain::testing::FormatOutcomes;
 using zerotrain::testing::SpawnRanks;
-using Clock = std::chrono::steady_clock;
 
 constexpr auto kTimeout = std::chrono::milliseconds(3000);
 
@@ -31,14 +30,6 @@ GroupOptions ShortTimeout() {
   return o;
 }
 
-// Runs `op` and reports its error message and how long it took, as "<seconds>|<message>".
-absl::StatusOr<std::string> TimedFailure(const std::function<absl::Status()>& op) {
-  const auto start = Clock::now();
-  absl::Status s = op();
-  const std::chrono::duration<double> took = Clock::now() - start;
-  if (s.ok()) return absl::InternalError("the op succeeded but was expected to fail");
-  return absl::StrCat(took.count(), "|", s.ToString());
-}
 
 void ExpectFailedInTime(const zerotrain::testing::RankOutcome& o, const std::string& needle) {
   ASSERT_TRUE(o.status.ok()) << o.status;

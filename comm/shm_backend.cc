@@ -89,8 +89,8 @@ class ShmBackend : public Backend {
   absl::StatusOr<Work::Step> Barrier() override {
     return Launch([this] {
       const auto deadline = Deadline();
-      const int set = BeginChunk(kBarrier, at::kByte, 0, 0);
-      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kBarrier, at::kByte, 0, 0));
+      const Chunk chunk = BeginChunk(kBarrier, at::kByte, 0, 0);
+      ZT_RETURN_IF_ERROR(Exchange(chunk, deadline));
       EndChunk();
       return absl::OkStatus();
     });
@@ -144,32 +144,37 @@ class ShmBackend : public Backend {
                         ", reduction/root ", (sig >> 40) & 0xff, ")");
   }
 
-  // Starts a chunk: the slot set it uses, signed with what the chunk belongs to. Two sets are
-  // enough: a rank reaches chunk k + 2 only after every peer announced its data of chunk k + 1,
-  // which each does only after it finished reading chunk k, so set k % 2 is free again. (With
-  // one set a fast rank would overwrite a chunk a slow peer is still copying out.)
-  int BeginChunk(Kind kind, at::ScalarType dtype, int tag, int64_t bytes) {
-    const int set = static_cast<int>(chunks_++ % 2);
-    seg_->Sign(set, Signature(kind, dtype, tag, bytes));
-    return set;
+  // One chunk of an op: the slot set it uses and what it belongs to.
+  struct Chunk {
+    int set;
+    uint64_t signature;
+    Kind kind() const { return static_cast<Kind>(signature >> 56); }
+  };
+
+  // Starts a chunk, signed with what it belongs to. Two sets are enough: a rank reaches chunk
+  // k + 2 only after every peer announced its data of chunk k + 1, which each does only after it
+  // finished reading chunk k, so set k % 2 is free again. (With one set a fast rank would
+  // overwrite a chunk a slow peer is still copying out.)
+  Chunk BeginChunk(Kind kind, at::ScalarType dtype, int tag, int64_t bytes) {
+    const Chunk chunk{static_cast<int>(chunks_++ % 2), Signature(kind, dtype, tag, bytes)};
+    seg_->Sign(chunk.set, chunk.signature);
+    return chunk;
   }
 
-  // Announces this rank's part of the chunk, waits for every rank's, and checks they all belong
-  // to the same call (with the call check off, ranks may disagree).
-  absl::Status Exchange(int set, ShmSegment::Deadline deadline, Kind kind, at::ScalarType dtype,
-                        int tag, int64_t bytes) {
-    ZT_RETURN_IF_ERROR(seg_->WaitAll(seg_->Arrive(), deadline, absl::StrCat("in ", KindName(kind))));
-    const uint64_t mine = Signature(kind, dtype, tag, bytes);
-    const int r = seg_->FirstDiffering(set, mine);
+  // Announces this rank's part of the chunk and waits for every rank's.
+  absl::Status Sync(const Chunk& chunk, ShmSegment::Deadline deadline) {
+    return seg_->WaitAll(seg_->Arrive(), deadline, absl::StrCat("in ", KindName(chunk.kind())));
+  }
+
+  // Sync, then checks that every rank's part belongs to the same call (with the call check off,
+  // ranks may disagree).
+  absl::Status Exchange(const Chunk& chunk, ShmSegment::Deadline deadline) {
+    ZT_RETURN_IF_ERROR(Sync(chunk, deadline));
+    const int r = seg_->FirstDiffering(chunk.set, chunk.signature);
     if (r < 0) return absl::OkStatus();
     return absl::FailedPreconditionError(absl::StrCat(
-        "shm: ranks called different collectives: rank ", seg_->rank(), " called ", Describe(mine),
-        ", rank ", r, " ", Describe(seg_->signature(set, r))));
-  }
-
-  // Only phases follow the first exchange of a chunk (all-reduce's second one).
-  absl::Status Sync(ShmSegment::Deadline deadline, Kind kind) {
-    return seg_->WaitAll(seg_->Arrive(), deadline, absl::StrCat("in ", KindName(kind)));
+        "shm: ranks called different collectives: rank ", seg_->rank(), " called ",
+        Describe(chunk.signature), ", rank ", r, " ", Describe(seg_->signature(chunk.set, r))));
   }
 
   // This rank has read what it needs from the chunk's set.
@@ -193,14 +198,14 @@ class ShmBackend : public Backend {
   absl::Status RunAllReduce(const at::Tensor& t, ReduceOp op) {
     const auto deadline = Deadline();
     const int w = seg_->world_size(), me = seg_->rank();
-    const int64_t es = t.element_size(), n = t.numel(), chunk = seg_->slot_bytes() / es;
+    const int64_t es = t.element_size(), n = t.numel(), chunk_numel = seg_->slot_bytes() / es;
     char* data = static_cast<char*>(t.data_ptr());
-    for (int64_t o = 0; o < n; o += chunk) {
-      const int64_t c = std::min(chunk, n - o);
-      const int tag = static_cast<int>(op);
-      const int set = BeginChunk(kAllReduce, t.scalar_type(), tag, n * es);
+    for (int64_t o = 0; o < n; o += chunk_numel) {
+      const int64_t c = std::min(chunk_numel, n - o);
+      const Chunk chunk = BeginChunk(kAllReduce, t.scalar_type(), static_cast<int>(op), n * es);
+      const int set = chunk.set;
       std::memcpy(seg_->slot(set, me), data + o * es, c * es);
-      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kAllReduce, t.scalar_type(), tag, n * es));
+      ZT_RETURN_IF_ERROR(Exchange(chunk, deadline));
       // Rank r reduces elements [c*r/w, c*(r+1)/w) of the chunk into its own slot.
       auto lo = [&](int r) { return c * r / w; };
       std::vector<at::Tensor> parts;
@@ -210,7 +215,7 @@ class ShmBackend : public Backend {
       at::Tensor mine = t.narrow(0, o + lo(me), lo(me + 1) - lo(me));
       Reduce(parts, mine, op);
       std::memcpy(seg_->slot(set, me) + lo(me) * es, mine.data_ptr(), mine.numel() * es);
-      ZT_RETURN_IF_ERROR(Sync(deadline, kAllReduce));
+      ZT_RETURN_IF_ERROR(Sync(chunk, deadline));
       for (int j = 0; j < w; ++j) {
         if (j != me) std::memcpy(data + (o + lo(j)) * es, seg_->slot(set, j) + lo(j) * es, (lo(j + 1) - lo(j)) * es);
       }
@@ -223,17 +228,17 @@ class ShmBackend : public Backend {
     const auto deadline = Deadline();
     const int w = seg_->world_size(), me = seg_->rank();
     const int64_t es = in.element_size(), n = out.numel();
-    const int64_t chunk = seg_->slot_bytes() / es / w;
+    const int64_t chunk_numel = seg_->slot_bytes() / es / w;
     const char* src = static_cast<const char*>(in.data_ptr());
-    for (int64_t o = 0; o < n; o += chunk) {
-      const int64_t c = std::min(chunk, n - o);
-      const int tag = static_cast<int>(op);
-      const int set = BeginChunk(kReduceScatter, in.scalar_type(), tag, n * es);
+    for (int64_t o = 0; o < n; o += chunk_numel) {
+      const int64_t c = std::min(chunk_numel, n - o);
+      const Chunk chunk = BeginChunk(kReduceScatter, in.scalar_type(), static_cast<int>(op), n * es);
+      const int set = chunk.set;
       // Piece j of this rank's slot is what it contributes to rank j's shard.
       for (int j = 0; j < w; ++j) {
         std::memcpy(seg_->slot(set, me) + j * c * es, src + (j * n + o) * es, c * es);
       }
-      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kReduceScatter, in.scalar_type(), tag, n * es));
+      ZT_RETURN_IF_ERROR(Exchange(chunk, deadline));
       std::vector<at::Tensor> parts;
       for (int j = 0; j < w; ++j) parts.push_back(View(seg_->slot(set, j) + me * c * es, c, in));
       Reduce(parts, out.narrow(0, o, c), op);
@@ -251,9 +256,10 @@ class ShmBackend : public Backend {
     const bool in_place = src == dst + me * bytes;  // the input is this rank's part of the output
     for (int64_t o = 0; o < bytes; o += seg_->slot_bytes()) {
       const int64_t c = std::min<int64_t>(seg_->slot_bytes(), bytes - o);
-      const int set = BeginChunk(kAllGather, in.scalar_type(), 0, bytes);
+      const Chunk chunk = BeginChunk(kAllGather, in.scalar_type(), 0, bytes);
+      const int set = chunk.set;
       std::memcpy(seg_->slot(set, me), src + o, c);
-      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kAllGather, in.scalar_type(), 0, bytes));
+      ZT_RETURN_IF_ERROR(Exchange(chunk, deadline));
       for (int j = 0; j < w; ++j) {
         if (j != me) {
           std::memcpy(dst + j * bytes + o, seg_->slot(set, j), c);
@@ -273,9 +279,10 @@ class ShmBackend : public Backend {
     char* data = static_cast<char*>(t.data_ptr());
     for (int64_t o = 0; o < bytes; o += seg_->slot_bytes()) {
       const int64_t c = std::min<int64_t>(seg_->slot_bytes(), bytes - o);
-      const int set = BeginChunk(kBroadcast, t.scalar_type(), root, bytes);
+      const Chunk chunk = BeginChunk(kBroadcast, t.scalar_type(), root, bytes);
+      const int set = chunk.set;
       if (me == root) std::memcpy(seg_->slot(set, root), data + o, c);
-      ZT_RETURN_IF_ERROR(Exchange(set, deadline, kBroadcast, t.scalar_type(), root, bytes));
+      ZT_RETURN_IF_ERROR(Exchange(chunk, deadline));
       if (me != root) std::memcpy(data + o, seg_->slot(set, root), c);
       EndChunk();
     }

@@ -23,7 +23,6 @@ namespace {
 
 using zerotrain::testing::FormatOutcomes;
 using zerotrain::testing::SpawnRanks;
-using Clock = std::chrono::steady_clock;
 
 GroupOptions Shm(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   GroupOptions o;
@@ -171,15 +170,7 @@ TEST(ShmBackend, LeavesNothingInDevShm) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
-// "<seconds>|<error>" of an op expected to fail.
-absl::StatusOr<std::string> TimedFailure(const std::function<absl::Status()>& op) {
-  const auto start = Clock::now();
-  absl::Status s = op();
-  const std::chrono::duration<double> took = Clock::now() - start;
-  if (s.ok()) return absl::InternalError("the op succeeded but was expected to fail");
-  return absl::StrCat(took.count(), "|", s.ToString());
-}
-
+// Checks a TimedFailure payload: failed within `within_s`, with `needle` in the message.
 void ExpectFailure(const zerotrain::testing::RankOutcome& o, double within_s,
                    const std::string& needle) {
   ASSERT_TRUE(o.status.ok()) << o.status;

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <new>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -67,6 +66,16 @@ void Set(c10d::Store& store, const std::string& key, const std::string& value) {
   store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
+// Rank 0 could not make the segment: the others learn why instead of waiting for its name.
+absl::Status PublishFailure(c10d::Store& store, absl::Status s) {
+  try {
+    Set(store, "shm/segment", absl::StrCat("!", s.message()));
+  } catch (const std::exception&) {
+    // The store itself is gone: the others fail on it too.
+  }
+  return s;
+}
+
 }  // namespace
 
 ShmSegment::ShmSegment(int rank, int world, size_t slot_bytes, void* base, size_t bytes)
@@ -97,23 +106,14 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
       std::random_device random;
       name = absl::StrCat("/zt-shm-", getpid(), "-", random(), random());
       fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-      // The others learn why rank 0 failed instead of waiting for a name that never comes.
-      auto fail = [&](absl::Status s) {
-        try {
-          Set(*ctx.store, "shm/segment", absl::StrCat("!", s.message()));
-        } catch (const std::exception&) {
-          // The store itself is gone: the others fail on it too.
-        }
-        return s;
-      };
       if (fd < 0) {
-        return fail(absl::InternalError(absl::StrCat(where, "creating /dev/shm", name, ": ", Errno(errno))));
+        return PublishFailure(*ctx.store, absl::InternalError(absl::StrCat(where, "creating /dev/shm", name, ": ", Errno(errno))));
       }
       // Reserved now: a /dev/shm too small for a sparse file shows up as SIGBUS on first touch.
       if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
         close(fd);
         shm_unlink(name.c_str());
-        return fail(absl::ResourceExhaustedError(absl::StrCat(
+        return PublishFailure(*ctx.store, absl::ResourceExhaustedError(absl::StrCat(
             where, "reserving ", bytes, " bytes in /dev/shm for ", ctx.world_size,
             " ranks: ", Errno(err), " (is /dev/shm big enough? `df -h /dev/shm`)")));
       }
@@ -157,14 +157,9 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
   close(fd);
   if (base == MAP_FAILED) {
     absl::Status s = absl::InternalError(absl::StrCat(where, "mapping /dev/shm", name, ": ", Errno(map_errno)));
-    if (ctx.rank == 0) {
-      shm_unlink(name.c_str());
-      try {
-        Set(*ctx.store, "shm/segment", absl::StrCat("!", s.message()));
-      } catch (const std::exception&) {
-      }
-    }
-    return s;
+    if (ctx.rank != 0) return s;
+    shm_unlink(name.c_str());
+    return PublishFailure(*ctx.store, s);
   }
   std::unique_ptr<ShmSegment> seg(new ShmSegment(ctx.rank, ctx.world_size, slot_bytes, base, bytes));
   if (ctx.rank == 0) {
