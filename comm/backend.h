@@ -41,8 +41,10 @@ class Backend {
   // input.numel() == output.numel() * world_size.
   virtual absl::StatusOr<Work::Step> ReduceScatter(at::Tensor& input, at::Tensor& output,
                                                    ReduceOp op) = 0;
-  // output.numel() == input.numel() * world_size.
+  // output.numel() == input.numel() * world_size; output is contiguous, or, where
+  // gathers_into_rows(), may be a [world_size, input.numel()] tensor with contiguous rows.
   virtual absl::StatusOr<Work::Step> AllGather(at::Tensor& input, at::Tensor& output) = 0;
+  virtual bool gathers_into_rows() const { return false; }
   virtual absl::StatusOr<Work::Step> Broadcast(at::Tensor& tensor, int root) = 0;
   virtual absl::StatusOr<Work::Step> Barrier() = 0;
 };

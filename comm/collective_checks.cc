@@ -85,6 +85,18 @@ absl::Status CheckOne(ProcessGroup& g, at::ScalarType dtype, int64_t n) {
                               "all_gather in place " + tag));
   }
 
+  if (shard > 0) {  // the row form: every rank's shard into columns [1, shard] of row r, in place
+    const int64_t width = shard + 3;
+    at::Tensor buffer = at::full({w, width}, -1, at::TensorOptions().dtype(dtype).device(g_device));
+    at::Tensor rows = buffer.narrow(1, 1, shard);
+    rows.select(0, me).copy_(mine);
+    ZT_RETURN_IF_ERROR(g.AllGather(rows.select(0, me), rows));
+    ZT_RETURN_IF_ERROR(Expect(buffer.view({-1}), [&](int64_t i) {
+      const int64_t c = i % width;
+      return c >= 1 && c <= shard ? ShardInput(static_cast<int>(i / width), c - 1) : -1.0;
+    }, "all_gather into rows " + tag));
+  }
+
   const int root = w - 1;
   t = me == root ? Fill(n, dtype, [&](int64_t i) { return Input(root, i); }) : at::zeros({n}, at::TensorOptions().dtype(dtype).device(g_device));
   ZT_RETURN_IF_ERROR(g.Broadcast(t, root));

@@ -82,8 +82,11 @@ Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
   const int64_t n = output.defined() ? output.numel() : 0;
   const int64_t shard_numel = ShardNumel(n, world_size_);
   const OpDesc desc = NextOp(CollectiveKind::kAllGather, DtypeOf(output), n, ReduceOp::kSum, 0);
+  // The row form: a [world, m] view whose rows are contiguous but not adjacent.
+  const bool rows = output.defined() && !output.is_contiguous() && output.dim() == 2 &&
+                    output.size(0) == world_size_ && output.stride(1) == 1;
   absl::Status valid = CheckTensor(shard, "all_gather shard");
-  if (valid.ok()) valid = CheckTensor(output, "all_gather output");
+  if (valid.ok()) valid = CheckTensor(rows ? output.select(0, 0) : output, "all_gather output");
   if (valid.ok() && output.scalar_type() != shard.scalar_type()) {
     valid = absl::InvalidArgumentError("all_gather output dtype differs from the shard's");
   }
@@ -96,11 +99,16 @@ Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
   at::Tensor send, recv;
   if (valid.ok()) {
     send = shard.view({-1});
-    recv = output.view({-1});
-    if (n != shard_numel * world_size_) {  // gather into a padded buffer, then drop the padding
+    recv = rows ? output : output.view({-1});
+    // Gather into a contiguous buffer, then drop the padding past n or spread it over the rows.
+    if ((rows && !backend_->gathers_into_rows()) || (!rows && n != shard_numel * world_size_)) {
       recv = at::empty({shard_numel * world_size_}, output.options());
-      after.push_back([recv, out = output.view({-1}), n]() mutable {
-        out.copy_(recv.narrow(0, 0, n));
+      after.push_back([recv, out = output, n, rows]() mutable {
+        if (rows) {
+          out.copy_(recv.view(out.sizes()));
+        } else {
+          out.view({-1}).copy_(recv.narrow(0, 0, n));
+        }
         return absl::OkStatus();
       });
     }

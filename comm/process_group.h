@@ -68,7 +68,10 @@ class ProcessGroup {
   // the world size the padding is zero and lies at the end of the last shards.
   Work ReduceScatterAsync(at::Tensor input, at::Tensor output, ReduceOp op);
   // Gathers every rank's `shard` (ShardNumel(n) elements) into `output` (n elements, any n); the
-  // padding past n is dropped. `shard` may be this rank's own part of `output` (in place).
+  // padding past n is dropped. `output` may instead be a [world_size, m] view whose rows are
+  // contiguous but not adjacent (columns of a larger buffer): rank r's shard lands in row r,
+  // directly where the transport can (shm), through one m * world_size temporary otherwise.
+  // `shard` may be this rank's own part of `output` (in place).
   Work AllGatherAsync(at::Tensor shard, at::Tensor output);
   Work BroadcastAsync(at::Tensor tensor, int root);
   Work BarrierAsync();

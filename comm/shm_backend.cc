@@ -83,6 +83,7 @@ class ShmBackend : public Backend {
   absl::StatusOr<Work::Step> AllGather(at::Tensor& input, at::Tensor& output) override {
     return Launch([this, in = input, out = output] { return RunAllGather(in, out); });
   }
+  bool gathers_into_rows() const override { return true; }
   absl::StatusOr<Work::Step> Broadcast(at::Tensor& tensor, int root) override {
     return Launch([this, t = tensor, root] { return RunBroadcast(t, root); });
   }
@@ -253,7 +254,9 @@ class ShmBackend : public Backend {
     const int64_t bytes = in.numel() * in.element_size();
     const char* src = static_cast<const char*>(in.data_ptr());
     char* dst = static_cast<char*>(out.data_ptr());
-    const bool in_place = src == dst + me * bytes;  // the input is this rank's part of the output
+    // Rank j's part starts j rows in: rows are adjacent unless `out` is the row form.
+    const int64_t row = out.dim() == 2 ? out.stride(0) * out.element_size() : bytes;
+    const bool in_place = src == dst + me * row;  // the input is this rank's part of the output
     for (int64_t o = 0; o < bytes; o += seg_->slot_bytes()) {
       const int64_t c = std::min<int64_t>(seg_->slot_bytes(), bytes - o);
       const Chunk chunk = BeginChunk(kAllGather, in.scalar_type(), 0, bytes);
@@ -262,9 +265,9 @@ class ShmBackend : public Backend {
       ZT_RETURN_IF_ERROR(Exchange(chunk, deadline));
       for (int j = 0; j < w; ++j) {
         if (j != me) {
-          std::memcpy(dst + j * bytes + o, seg_->slot(set, j), c);
+          std::memcpy(dst + j * row + o, seg_->slot(set, j), c);
         } else if (!in_place) {
-          std::memcpy(dst + j * bytes + o, src + o, c);
+          std::memcpy(dst + j * row + o, src + o, c);
         }
       }
       EndChunk();

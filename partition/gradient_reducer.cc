@@ -80,12 +80,11 @@ GradientReducer::GradientReducer(comm::ProcessGroup* group, const FlatParams* pa
     for (int b : buckets) ++bucket_param_count_[b];
     param_buckets_.push_back(std::move(buckets));
   }
-  const at::TensorOptions opts = params->options();
   if (options.stage == 2) {
-    grad_shard_ = at::zeros({layout.shard_numel()}, opts);
+    grad_shard_ = params->NewShard();
     staging_.resize(nb);
   } else {
-    flat_grad_ = at::zeros({layout.padded_numel()}, opts);
+    flat_grad_ = params->NewFlat();
   }
 }
 
@@ -110,22 +109,22 @@ void GradientReducer::BeginBackward(bool reduce) {
   spare_.clear();
 }
 
-at::Tensor GradientReducer::Take(int64_t numel) {
+at::Tensor GradientReducer::Take(int64_t numel, at::ScalarType dtype) {
   for (size_t i = 0; i < spare_.size(); ++i) {
-    if (spare_[i].numel() == numel) {
+    if (spare_[i].numel() == numel && spare_[i].scalar_type() == dtype) {
       at::Tensor t = std::move(spare_[i]);
       spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
       return t;
     }
   }
-  return at::empty({numel}, params_->options());
+  return at::empty({numel}, params_->options().dtype(dtype));
 }
 
 at::Tensor GradientReducer::Staging(int bucket) {
   at::Tensor& t = staging_[bucket];
   // Not zeroed: every element is either copied by a hook or zeroed by ZeroUncovered. Every
   // bucket's buffer has the largest bucket's size, so any finished one fits.
-  if (!t.defined()) t = Take(largest_bucket_);
+  if (!t.defined()) t = Take(largest_bucket_, BucketDtype(bucket));
   return t.narrow(0, 0, params_->layout().buckets()[bucket].numel);
 }
 
@@ -201,20 +200,20 @@ void GradientReducer::Launch(int bucket) {
   const int64_t owned = layout.OwnedBegin(bucket, group_->rank()) - b.begin;
   if (options_.stage == 2) ZeroUncovered(bucket);
   PendingReduction launch;
-  at::Tensor in = options_.stage == 2 ? Staging(bucket) : flat_grad_.narrow(0, b.begin, b.numel);
+  at::Tensor in = options_.stage == 2 ? Staging(bucket) : flat_grad_.Range(b.begin, b.numel);
   if (options_.stage == 0 || !options_.reduce_scatter) {
     launch.work = group_->AllReduceAsync(in, ReduceOp::kAvg);
     if (options_.stage == 2) {
-      at::Tensor dst = grad_shard_.narrow(0, b.shard_offset, b.slice);
+      at::Tensor dst = grad_shard_.Range(b.shard_offset, b.slice);
       launch.after.push_back([dst, in, owned, slice = b.slice]() mutable {
         dst.add_(in.narrow(0, owned, slice));
       });
     }
   } else {
-    at::Tensor buffer = Take(largest_bucket_ / layout.world_size());
+    at::Tensor buffer = Take(largest_bucket_ / layout.world_size(), BucketDtype(bucket));
     at::Tensor out = buffer.narrow(0, 0, b.slice);
     launch.work = group_->ReduceScatterAsync(in, out, ReduceOp::kAvg);
-    at::Tensor dst = options_.stage == 2 ? grad_shard_.narrow(0, b.shard_offset, b.slice)
+    at::Tensor dst = options_.stage == 2 ? grad_shard_.Range(b.shard_offset, b.slice)
                                          : in.narrow(0, owned, b.slice);
     const bool accumulate = options_.stage == 2;
     launch.after.push_back([this, dst, out, buffer, accumulate]() mutable {
@@ -295,29 +294,37 @@ absl::Status GradientReducer::FinishBackward(bool ignore_unused) {
 
 std::vector<GradSegment> GradientReducer::OwnedGrads() const {
   const ShardLayout& layout = params_->layout();
-  if (options_.stage == 0) return {GradSegment{0, 0, flat_grad_}};
   std::vector<GradSegment> out;
+  if (options_.stage == 0) {
+    for (size_t g = 0; g < flat_grad_.parts().size(); ++g) {
+      const int64_t begin = flat_grad_.begin(static_cast<int>(g));
+      out.push_back(GradSegment{begin, begin, flat_grad_.parts()[g]});
+    }
+    return out;
+  }
   for (size_t k = 0; k < layout.buckets().size(); ++k) {
     const LayoutBucket& b = layout.buckets()[k];
     GradSegment s;
     s.shard_offset = b.shard_offset;
     s.flat_begin = layout.OwnedBegin(static_cast<int>(k), group_->rank());
-    s.grads = options_.stage == 2 ? grad_shard_.narrow(0, b.shard_offset, b.slice)
-                                  : flat_grad_.narrow(0, s.flat_begin, b.slice);
+    s.grads = options_.stage == 2 ? grad_shard_.Range(b.shard_offset, b.slice)
+                                  : flat_grad_.Range(s.flat_begin, b.slice);
     out.push_back(s);
   }
   return out;
 }
 
 void GradientReducer::Zero() {
-  c10::NoGradGuard no_grad;
-  if (flat_grad_.defined()) flat_grad_.zero_();
-  if (grad_shard_.defined()) grad_shard_.zero_();
+  flat_grad_.Zero();
+  grad_shard_.Zero();
 }
 
 int64_t GradientReducer::grad_bytes() const {
-  const at::Tensor& t = options_.stage == 2 ? grad_shard_ : flat_grad_;
-  return t.numel() * static_cast<int64_t>(t.element_size());
+  return options_.stage == 2 ? grad_shard_.nbytes() : flat_grad_.nbytes();
+}
+
+at::ScalarType GradientReducer::BucketDtype(int bucket) const {
+  return params_->groups()[params_->GroupOfBucket(bucket)].dtype;
 }
 
 }  // namespace zerotrain::partition

@@ -34,8 +34,9 @@ struct ReducerOptions {
   bool reduce_scatter = true;  // false: all-reduce, keep the owned part (DeepSpeed's knob)
 };
 
-// A run of reduced gradients this rank owns: where it lies in the rank's optimizer shard (for
-// stage 0 the "shard" is the whole flat buffer) and in the flat parameter buffer.
+// A run of reduced gradients this rank owns, of one dtype group: where it lies in the rank's
+// optimizer shard (for stage 0 the "shard" is the whole flat buffer) and in the flat parameter
+// buffer.
 struct GradSegment {
   int64_t shard_offset = 0;
   int64_t flat_begin = 0;
@@ -77,7 +78,8 @@ class GradientReducer {
   at::Tensor Staging(int bucket);
   // A buffer of `numel` elements: one whose reduction finished this backward, else a new one.
   // Reusing them spares the allocator a fresh multi-MiB block (and its page faults) per bucket.
-  at::Tensor Take(int64_t numel);
+  at::Tensor Take(int64_t numel, at::ScalarType dtype);
+  at::ScalarType BucketDtype(int bucket) const;
   // Zeroes the staging elements no hook wrote: padding and parameters without a gradient.
   void ZeroUncovered(int bucket);
 
@@ -106,8 +108,8 @@ class GradientReducer {
   absl::Status hook_error_;
   double last_comm_seconds_ = 0;
 
-  at::Tensor flat_grad_;               // stages 0 and 1
-  at::Tensor grad_shard_;              // stage 2
+  GroupedBuffer flat_grad_;            // stages 0 and 1
+  GroupedBuffer grad_shard_;           // stage 2
   std::vector<at::Tensor> staging_;    // stage 2, per bucket, only while it is being reduced
   std::vector<at::Tensor> spare_;      // per backward: buffers free for Take(); none survive it
 };

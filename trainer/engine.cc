@@ -88,6 +88,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
     local = absl::InvalidArgumentError(absl::StrCat(
         where, "the module has no trainable parameters (none with requires_grad)"));
   }
+  for (const auto& [name, p] : named) {
+    const at::ScalarType t = p.scalar_type();
+    if (local.ok() && t != at::kFloat && t != at::kBFloat16 && t != at::kHalf) {
+      // The optimizer kernels read and write float32, bfloat16 and float16 only.
+      local = absl::InvalidArgumentError(absl::StrCat(
+          where, "parameter '", name, "' is ", c10::toString(t), "; the engine trains Float, "
+          "BFloat16 and Half parameters (cast the module, or set requires_grad false)"));
+    }
+  }
   // Backward produces gradients roughly in reverse registration order; laying parameters out
   // that way lets the first buckets fill (and their reductions start) first.
   std::reverse(named.begin(), named.end());
@@ -200,7 +209,11 @@ absl::Status Engine::BroadcastInitialState(const partition::NamedTensors& params
   // from rank 0's parameters and buffers, so no seed discipline is needed for correctness.
   try {
     c10::NoGradGuard no_grad;
-    if (flat_) ZT_RETURN_IF_ERROR(group_->Broadcast(flat_->flat(), 0));
+    if (flat_) {
+      for (const at::Tensor& part : flat_->flat().parts()) {
+        ZT_RETURN_IF_ERROR(group_->Broadcast(part, 0));
+      }
+    }
     for (const auto& [name, p] : flat_ ? partition::NamedTensors() : params) {
       // Partitioned at construction: ShardedInit broadcast rank 0's values then.
       if (options_.sharded_init != nullptr && options_.sharded_init->PartOf(p) != nullptr) continue;
@@ -248,8 +261,10 @@ absl::Status Engine::CreateParams(const partition::NamedTensors& named,
                                                                  options_.reduce_bucket_size));
     flat_ = std::make_unique<partition::FlatParams>(std::move(flat));
   }
-  for (int i = 0; i < static_cast<int>(named.size()); ++i) {
-    param_index_[named[i].second.unsafeGetTensorImpl()] = i;
+  // FlatParams groups parameters by dtype: its order is the engine's.
+  const partition::NamedTensors& laid_out = flat_params().params();
+  for (int i = 0; i < static_cast<int>(laid_out.size()); ++i) {
+    param_index_[laid_out[i].second.unsafeGetTensorImpl()] = i;
   }
   return absl::OkStatus();
 }
@@ -314,7 +329,7 @@ ModelStateBytes Engine::model_state_bytes() const {
     b.offloaded_host += shard.host_bytes();
     b.offloaded_nvme += shard.nvme_bytes();
   } else {
-    b.params = flat_->flat().numel() * static_cast<int64_t>(flat_->flat().element_size());
+    b.params = flat_->flat().nbytes();
   }
   b.grads = reducer_->grad_bytes();
   const int64_t array_bytes = master_numel_ * 4;

@@ -194,6 +194,9 @@ class Engine {
     int64_t master_offset;
   };
   std::vector<MasterRun> MasterRuns() const;
+  // Stage 0's master and state arrays without the padding between dtype groups, as a 1-rank
+  // layout (the one a stage 0 checkpoint is saved in) has them.
+  std::vector<at::Tensor> CompactStage0(const std::vector<at::Tensor>& arrays) const;
   std::vector<int64_t> ParamShape(int i) const;
   absl::Status CheckModelMatches(const checkpoint::CheckpointReader& reader) const;
 

@@ -62,6 +62,22 @@ absl::Status Engine::AgreeAllOk(const absl::Status& local, const std::string& wh
                                          " failed (see their errors)"));
 }
 
+std::vector<at::Tensor> Engine::CompactStage0(const std::vector<at::Tensor>& arrays) const {
+  const partition::ShardLayout& layout = flat_->layout();
+  std::vector<int64_t> compact(layout.num_params() + 1, 0);
+  for (int i = 0; i < layout.num_params(); ++i) compact[i + 1] = compact[i] + layout.param_numel(i);
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& a : arrays) {
+    at::Tensor c = at::empty({layout.numel()}, at::kFloat);
+    for (const MasterRun& run : MasterRuns()) {
+      c.narrow(0, compact[run.param] + run.param_offset, run.numel)
+          .copy_(a.narrow(0, run.master_offset, run.numel));
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<Engine::MasterRun> Engine::MasterRuns() const {
   const partition::ShardLayout& layout = flat_params().layout();
   std::vector<MasterRun> runs;
@@ -126,6 +142,11 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   const int64_t numel = options_.stage == 0 ? flat_->layout().numel() : master_numel_;
   checkpoint::WrittenFile written;
   try {
+    if (local.ok() && holds_state && options_.stage == 0 && flat_->groups().size() > 1) {
+      // The padding that starts each dtype group on a multiple of the world size is not in the
+      // 1-rank layout: close the gaps.
+      *arrays = CompactStage0(*arrays);
+    }
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     at::Tensor rng;
     {
@@ -172,8 +193,8 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     std::vector<ParamSignature> signature;
     const partition::FlatParams& fp = flat_params();
     for (int i = 0; i < fp.num_params(); ++i) {
-      *m.add_params() = EntryOf(fp.name(i), ParamShape(i), fp.dtype());
-      signature.push_back({fp.name(i), ParamShape(i), c10::toString(fp.dtype())});
+      *m.add_params() = EntryOf(fp.name(i), ParamShape(i), fp.dtype(i));
+      signature.push_back({fp.name(i), ParamShape(i), c10::toString(fp.dtype(i))});
     }
     for (int start : fp.layout().segment_starts()) m.add_segment_starts(start);
     const Fingerprint f = MakeFingerprint(options_, batch_, signature);
@@ -227,7 +248,7 @@ absl::Status Engine::CheckModelMatches(const checkpoint::CheckpointReader& reade
   const partition::FlatParams& fp = flat_params();
   const int n = std::min(fp.num_params(), m.params_size());
   for (int i = 0; i < n; ++i) {
-    const checkpoint::ParameterEntry mine = EntryOf(fp.name(i), ParamShape(i), fp.dtype());
+    const checkpoint::ParameterEntry mine = EntryOf(fp.name(i), ParamShape(i), fp.dtype(i));
     const checkpoint::ParameterEntry& saved = m.params(i);
     const bool shape_same = std::equal(mine.shape().begin(), mine.shape().end(),
                                        saved.shape().begin(), saved.shape().end());
@@ -297,23 +318,23 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
       // The same fp32 -> bf16/fp16 rounding the optimizer kernels use for their params_out.
       // Stage 3 converts into its shard (laid out as the master; a copy when it lives on NVMe,
       // then written back whole); the others into their flat buffer in place.
-      at::Tensor out = flat_ ? flat_->flat() : at::Tensor();
+      at::Tensor shard;
       if (sharded_) {  // a view of a resident shard, converted in place; else a copy
-        absl::StatusOr<at::Tensor> shard = sharded_->shard().Read(0, master_numel_);
-        if (shard.ok()) out = *shard;
-        local = shard.status();
+        absl::StatusOr<at::Tensor> read = sharded_->shard().Read(0, master_numel_);
+        if (read.ok()) shard = *read;
+        local = read.status();
       }
       if (local.ok()) {
-        auto* bytes = static_cast<char*>(out.data_ptr());
-        const optim::DType dt = ToOptimDtype(out.scalar_type());
         const partition::ShardLayout& layout = flat_params().layout();
         for (const MasterRun& run : MasterRuns()) {
-          const int64_t at = sharded_ ? run.master_offset
-                                      : layout.param_offset(run.param) + run.param_offset;
+          const at::Tensor out =
+              sharded_ ? shard.narrow(0, run.master_offset, run.numel)
+                       : flat_->flat().Range(layout.param_offset(run.param) + run.param_offset,
+                                             run.numel);
           optim::ConvertFromFloat(loaded[0].data_ptr<float>() + run.master_offset,
-                                  bytes + at * out.element_size(), dt, run.numel);
+                                  out.data_ptr(), ToOptimDtype(out.scalar_type()), run.numel);
         }
-        if (sharded_) local = sharded_->shard().Write(0, out);
+        if (sharded_) local = sharded_->shard().Write(0, shard);
       }
       local = WithPrefix(local, where);
     }

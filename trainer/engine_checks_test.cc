@@ -1,4 +1,5 @@
-// Engine errors for bad input (no trainable parameters, a parameter without a gradient, Step
+// Engine errors for bad input (no trainable parameters, Float64 parameters, mixed dtypes at
+// stage 3, a parameter without a gradient, Step
 // before Backward, ranks that disagree on model or options, inconsistent batch sizes), the
 // broadcast of rank 0's initial parameters, and the optimizer extension point.
 #include <torch/torch.h>
@@ -48,6 +49,18 @@ absl::StatusOr<std::string> BadInputs() {
   bad_batch.gradient_accumulation_steps = 2;
   ZT_RETURN_IF_ERROR(Expect(Engine::Create(*frozen, bad_batch, group.get()).status(),
                             absl::StatusCode::kInvalidArgument, "train_batch_size=7"));
+
+  // Float64 parameters: the optimizer kernels would read them as float32.
+  torch::nn::Linear wide(3, 2);
+  wide->to(torch::kDouble);
+  ZT_RETURN_IF_ERROR(Expect(Engine::Create(*wide, Basic(), group.get()).status(),
+                            absl::StatusCode::kInvalidArgument, "is Double; the engine trains"));
+  // Mixed dtypes are one flat buffer each at stages 0-2; stage 3's sharded layout takes one.
+  auto mixed = testing::MakeNet(testing::ModelKind::kMixedMlp);
+  EngineOptions stage3 = Basic();
+  stage3.stage = 3;
+  ZT_RETURN_IF_ERROR(Expect(Engine::Create(*mixed, stage3, group.get()).status(),
+                            absl::StatusCode::kUnimplemented, "stage 3"));
 
   for (bool ignore : {false, true}) {
     for (int stage : {0, 2}) {

@@ -84,7 +84,7 @@ partition::ParamShardOptions Engine::ParamShardOptionsFor() const {
 
 absl::StatusOr<at::Tensor> Engine::ModelRange(int64_t begin, int64_t numel) const {
   if (sharded_) return sharded_->shard().Read(begin, numel);
-  return flat_->flat().narrow(0, begin, numel);
+  return flat_->flat().Range(begin, numel);
 }
 
 absl::Status Engine::InitState() {
@@ -98,13 +98,17 @@ absl::Status Engine::InitState() {
       const partition::LayoutBucket& b = layout.buckets()[k];
       runs.push_back({b.shard_offset, layout.OwnedBegin(k, group_->rank()), b.slice});
     }
-  } else {
-    master_numel_ = sharded_ ? sharded_->shard().numel() : flat_->flat().numel();
+  } else if (sharded_) {
+    master_numel_ = sharded_->shard().numel();
     runs.push_back({0, 0, master_numel_});
+  } else {
+    master_numel_ = flat_->layout().padded_numel();
+    for (const partition::FlatGroup& g : flat_->groups()) runs.push_back({g.begin, g.begin, g.numel});
   }
-  // Only a shard that stays one tensor in the model's memory can be the master itself.
-  const at::ScalarType dtype = sharded_ ? sharded_->shard().dtype() : flat_->flat().scalar_type();
-  master_aliases_params_ = off.device == OffloadDevice::kNone && dtype == at::kFloat &&
+  // Only a shard that stays one fp32 tensor in the model's memory can be the master itself.
+  const bool one_fp32 = sharded_ ? sharded_->shard().dtype() == at::kFloat
+                                 : flat_->groups().size() == 1 && flat_->groups()[0].dtype == at::kFloat;
+  master_aliases_params_ = off.device == OffloadDevice::kNone && one_fp32 &&
                            (options_.stage == 0 ||
                             (options_.stage == 3 &&
                              sharded_->shard().options().device == partition::ParamDevice::kModel));

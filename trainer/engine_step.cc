@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -57,21 +58,27 @@ absl::StatusOr<double> Engine::GradScale(const std::vector<partition::GradSegmen
 
 absl::Status Engine::GatherParams() {
   const partition::ShardLayout& layout = flat_->layout();
-  const at::Tensor& flat = flat_->flat();
+  const int world = group_->world_size();
+  // Each all-gather moves at most allgather_bucket_size elements: a bucket whole, or the same
+  // columns of every rank's slice of it, which the [world, slice] view of the bucket makes a
+  // [world, columns] tensor with contiguous rows (comm's row form of AllGather).
+  const int64_t columns = std::max<int64_t>(1, options_.allgather_bucket_size / world);
   std::vector<comm::Work> works;
   int64_t in_flight = 0;
-  for (int k = 0; k < static_cast<int>(layout.buckets().size()); ++k) {
-    const partition::LayoutBucket& b = layout.buckets()[k];
-    if (!works.empty() && in_flight + b.numel > options_.allgather_bucket_size) {
-      ZT_RETURN_IF_ERROR(comm::WaitAll(works));
-      works.clear();
-      in_flight = 0;
+  for (const partition::LayoutBucket& b : layout.buckets()) {
+    const at::Tensor rows = flat_->flat().Range(b.begin, b.numel).view({world, b.slice});
+    for (int64_t c = 0; c < b.slice; c += columns) {
+      const int64_t n = std::min(columns, b.slice - c);
+      if (!works.empty() && in_flight + n * world > options_.allgather_bucket_size) {
+        ZT_RETURN_IF_ERROR(comm::WaitAll(works));
+        works.clear();
+        in_flight = 0;
+      }
+      // In place: this rank's row is its own updated slice (no copy).
+      at::Tensor out = n == b.slice ? rows : rows.narrow(1, c, n);
+      works.push_back(group_->AllGatherAsync(out.select(0, group_->rank()), out));
+      in_flight += n * world;
     }
-    // In place: the owned slice is this rank's part of the bucket it gathers into (no copy).
-    works.push_back(group_->AllGatherAsync(
-        flat.narrow(0, layout.OwnedBegin(k, group_->rank()), b.slice),
-        flat.narrow(0, b.begin, b.numel)));
-    in_flight += b.numel;
   }
   return comm::WaitAll(works);
 }
@@ -96,9 +103,9 @@ absl::Status Engine::StepAtBoundary(double start) {
     s.grads = g.grads.data_ptr();
     s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
     if (!master_aliases_params_ && !sharded_) {
-      const at::Tensor& flat = flat_->flat();
-      s.params_out = static_cast<char*>(flat.data_ptr()) + g.flat_begin * flat.element_size();
-      s.params_out_dtype = ToOptimDtype(flat.scalar_type());
+      at::Tensor out = flat_->flat().Range(g.flat_begin, s.size);
+      s.params_out = out.data_ptr();
+      s.params_out_dtype = ToOptimDtype(out.scalar_type());
     }
     segments.push_back(s);
   }

@@ -36,6 +36,7 @@ struct Case {
   int64_t persist = 0;  // stage 3: submodules of at most this many elements stay whole
   int64_t max_live = 1000000000;
   int64_t prefetch = 50000000;
+  int64_t gather = 0;  // allgather_bucket_size; 0: the bucket size
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -45,7 +46,8 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
                       c.reduce_scatter ? "" : "_allreduce", "_bucket", c.bucket,
                       c.persist > 0 ? absl::StrCat("_persist", c.persist) : "",
                       c.max_live < 1000000000 ? absl::StrCat("_live", c.max_live) : "",
-                      c.prefetch == 0 ? "_noprefetch" : "");
+                      c.prefetch == 0 ? "_noprefetch" : "",
+                      c.gather > 0 ? absl::StrCat("_gather", c.gather) : "");
 }
 
 absl::StatusOr<std::string> TrainAndCompare(const Case& c) {
@@ -60,7 +62,7 @@ absl::StatusOr<std::string> TrainAndCompare(const Case& c) {
   o.overlap_comm = c.overlap;
   o.gradient_clipping = c.clip;
   o.reduce_bucket_size = c.bucket;
-  o.allgather_bucket_size = c.bucket;
+  o.allgather_bucket_size = c.gather > 0 ? c.gather : c.bucket;
   o.reduce_scatter = c.reduce_scatter;
   o.adam.lr = 1e-3;
   o.adam.weight_decay = 0.01;
@@ -141,7 +143,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{ModelKind::kTransformer, 3, 2, 1, true, 0, 1 << 20, false},
                       // LayerNorms (16 elements) stay whole; at most 40 gathered elements live.
                       Case{ModelKind::kTransformer, 3, 2, 2, true, 0.05, 64, true, 16, 40},
-                      Case{ModelKind::kTied, 3, 4, 2, true, 0.05, 64, true, 0, 1000000000, 0}),
+                      Case{ModelKind::kTied, 3, 4, 2, true, 0.05, 64, true, 0, 1000000000, 0},
+                      // All-gathers of at most 24 or 10 elements: pieces of every bucket.
+                      Case{ModelKind::kTransformer, 1, 4, 1, true, 0, 64, true, 0, 1000000000,
+                           50000000, 24},
+                      Case{ModelKind::kMlp, 2, 2, 2, false, 0.05, 1 << 20, true, 0, 1000000000,
+                           50000000, 10},
+                      Case{ModelKind::kMlp, 1, 4, 1, true, 0, 64, false, 0, 1000000000,
+                           50000000, 10}),
     CaseName);
 
 }  // namespace

@@ -19,6 +19,16 @@ struct Mlp : TestNet {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
+// The Mlp (same initial values) with its second layer cast to bf16 by hand: a module with two
+// dtype groups, run in an fp32 engine.
+struct MixedMlp : Mlp {
+  MixedMlp() { fc2->to(torch::kBFloat16); }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    torch::Tensor h = torch::tanh(fc1(x));
+    return fc2(h.to(torch::kBFloat16)).to(torch::kFloat);
+  }
+};
+
 // Pre-norm single-head attention and MLP with residuals, then a head: 875 parameters.
 struct Block : TestNet {
   static constexpr int64_t kDim = 8;
@@ -97,6 +107,7 @@ const char* ModelName(ModelKind kind) {
     case ModelKind::kMlp: return "mlp";
     case ModelKind::kTransformer: return "transformer";
     case ModelKind::kStack: return "stack";
+    case ModelKind::kMixedMlp: return "mixed_mlp";
     default: return "tied";
   }
 }
@@ -110,6 +121,7 @@ std::shared_ptr<TestNet> MakeStack(uint64_t seed,
 std::shared_ptr<TestNet> MakeNet(ModelKind kind) {
   torch::manual_seed(0);
   if (kind == ModelKind::kMlp) return std::make_shared<Mlp>();
+  if (kind == ModelKind::kMixedMlp) return std::make_shared<MixedMlp>();
   if (kind == ModelKind::kTied) return std::make_shared<Tied>();
   if (kind == ModelKind::kStack) return MakeStack(100, nullptr);
   return std::make_shared<Block>();
@@ -117,7 +129,9 @@ std::shared_ptr<TestNet> MakeNet(ModelKind kind) {
 
 Batch GlobalBatch(ModelKind kind, int step, int64_t size) {
   torch::manual_seed(1000 + step);
-  if (kind == ModelKind::kMlp) return {torch::randn({size, 10}), torch::randn({size, 5})};
+  if (kind == ModelKind::kMlp || kind == ModelKind::kMixedMlp) {
+    return {torch::randn({size, 10}), torch::randn({size, 5})};
+  }
   if (kind == ModelKind::kTied) return {torch::randn({size, 8}), torch::randn({size, 8})};
   if (kind == ModelKind::kStack) return {torch::randn({size, 10}), torch::randn({size, 10})};
   return {torch::randn({size, 5, Block::kDim}), torch::randn({size, 5, 3})};

@@ -1,5 +1,5 @@
-// Test support for the engine: three tiny networks (an MLP, a pre-norm transformer block, and one
-// with a tied matrix and a submodule called twice),
+// Test support for the engine: tiny networks (an MLP, the same MLP half in bf16, a pre-norm
+// transformer block, one with a tied matrix and a submodule called twice, a stack of layers),
 // deterministic global batches, the process-group join SpawnRanks children use, and the
 // independent reference: a plain single-process LibTorch loop with torch::optim::AdamW.
 #pragma once
@@ -20,7 +20,8 @@ class Engine;
 
 namespace zerotrain::trainer::testing {
 
-enum class ModelKind { kMlp, kTransformer, kTied, kStack };
+// kMixedMlp is kMlp with its second layer in bf16 (two dtype groups in an fp32 engine).
+enum class ModelKind { kMlp, kTransformer, kTied, kStack, kMixedMlp };
 const char* ModelName(ModelKind kind);
 
 struct TestNet : torch::nn::Module {

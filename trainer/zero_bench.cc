@@ -2,7 +2,8 @@
 // at ZeRO stages 0, 1, 2 and 3 (with and without prefetch) on local ranks in one run; prints samples/s, the step-time split and
 // model-state bytes per rank next to the ZeRO formula, as a markdown table. samples/s comes from
 // the median step (forward + Backward + Step between barriers); the split columns are means.
-//   bazel run -c opt //trainer:zero_bench [-- --world=2 --steps=5 --micro=4 --backend=gloo|shm]
+//   bazel run -c opt //trainer:zero_bench [-- --world=2 --steps=5 --micro=4 --backend=gloo|shm
+//                                              --allgather_bucket_size=4194304]
 // Started without rank variables it launches the ranks itself (this binary, one process each,
 // OMP_NUM_THREADS=1 unless set, as torchrun does).
 #include <torch/torch.h>
@@ -26,6 +27,7 @@ namespace {
 constexpr int64_t kDim = 512, kLayers = 16, kSeq = 32;
 int64_t micro_batch = 4;  // --micro: samples per rank per step
 bool shm = false;         // --backend=shm
+int64_t allgather_bucket = 1 << 22;  // --allgather_bucket_size, elements (the reduce bucket's)
 
 void Check(const absl::Status& s) {
   if (!s.ok()) {
@@ -67,7 +69,7 @@ std::unique_ptr<Stage> MakeStage(int stage, bool reduce_scatter, bool prefetch,
   o.stage = stage;
   o.train_micro_batch_size_per_gpu = micro_batch;
   o.reduce_bucket_size = 1 << 22;
-  o.allgather_bucket_size = 1 << 22;
+  o.allgather_bucket_size = allgather_bucket;
   o.reduce_scatter = reduce_scatter;
   // DeepSpeed's defaults: LayerNorms (1024 elements) stay whole, prefetch 5e7 elements ahead.
   if (!prefetch) o.stage3.prefetch_numel = 0;
@@ -137,10 +139,12 @@ int RunRank(int steps, bool check_calls) {
     int64_t numel = 0;
     for (const auto& p : MakeModel()->parameters()) numel += p.numel();
     std::printf("zero_bench: %lld parameters, %d ranks, fp32, micro batch %lld x seq %lld, "
-                "AdamW, buckets 4M elements, overlap_comm on, %s backend, comm call check %s\n\n",
+                "AdamW, reduce buckets 4M elements, all-gathers of at most %lld elements, "
+                "overlap_comm on, %s backend, comm call check %s\n\n",
                 static_cast<long long>(numel), (*group)->world_size(),
                 static_cast<long long>(micro_batch), static_cast<long long>(kSeq),
-                shm ? "shm" : "gloo", check_calls ? "on" : "off");
+                static_cast<long long>(allgather_bucket), shm ? "shm" : "gloo",
+                check_calls ? "on" : "off");
     std::printf("| stage | gradient reduction | samples/s | vs stage 0 | forward ms | "
                 "backward ms | bwd comm ms | step ms | all-gather ms | params MiB | grads MiB | "
                 "master MiB | optim MiB | total MiB | formula MiB |\n"
@@ -189,6 +193,10 @@ int main(int argc, char** argv) {
     if (a.rfind("--steps=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &steps) && steps > 0;
     if (a.rfind("--micro=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &micro) && micro > 0;
     if (a == "--no_call_check") ok = !(check_calls = false);
+    if (a.rfind("--allgather_bucket_size=", 0) == 0) {
+      ok = absl::SimpleAtoi(a.substr(24), &zerotrain::trainer::allgather_bucket) &&
+           zerotrain::trainer::allgather_bucket > 0;
+    }
     if (a == "--backend=gloo" || a == "--backend=shm") {
       ok = true;
       zerotrain::trainer::shm = a == "--backend=shm";
@@ -196,7 +204,7 @@ int main(int argc, char** argv) {
     if (!ok) {
       std::fprintf(stderr,
                    "zero_bench: bad flag %s (--world=N --steps=N --micro=N --backend=gloo|shm "
-                   "--no_call_check)\n",
+                   "--allgather_bucket_size=N --no_call_check)\n",
                    a.c_str());
       return 2;
     }
@@ -210,6 +218,7 @@ int main(int argc, char** argv) {
                                    absl::StrCat("--micro=", micro)};
   if (!check_calls) args.push_back("--no_call_check");
   if (zerotrain::trainer::shm) args.push_back("--backend=shm");
+  args.push_back(absl::StrCat("--allgather_bucket_size=", zerotrain::trainer::allgather_bucket));
   absl::Status s = zerotrain::comm::LaunchRanks(
       {.nproc_per_node = world, .master_port = 29750, .args = args});
   if (!s.ok()) {
