@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "trainer/engine.h"
+#include "engine/engine.h"
 
 namespace zerotrain::checkpoint {
 namespace {

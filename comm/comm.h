@@ -4,7 +4,6 @@
 //   (*group)->AllReduce(tensor, zerotrain::comm::ReduceOp::kAvg);
 #pragma once
 
-#include "comm/bucketer.h"
 #include "comm/comm_log.h"
 #include "comm/process_group.h"
 #include "comm/rendezvous.h"

@@ -44,7 +44,7 @@
 #include "offload/swap_space.h"
 #include "partition/sharded_init.h"
 #include "tools/status_macros.h"
-#include "trainer/engine.h"
+#include "engine/engine.h"
 #include "trainer/memory_cgroup.h"
 #include "trainer/model/gpt.h"
 
@@ -106,18 +106,18 @@ GptOptions Model(int64_t layers, int64_t embd) {
 struct Run {
   std::unique_ptr<partition::ShardedInit> init;  // stage 3; outlives the engine
   std::shared_ptr<Gpt> model;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<engine::Engine> engine;
 };
 
 absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
-  EngineOptions o;
+  engine::EngineOptions o;
   o.stage = static_cast<int>(f.stage);
   o.train_micro_batch_size_per_gpu = kMicro;
   o.reduce_bucket_size = o.allgather_bucket_size = 1 << 22;
   o.sub_group_size = f.sub_group;
-  o.offload_optimizer.device = f.offload == "cpu"    ? OffloadDevice::kCpu
-                               : f.offload == "nvme" ? OffloadDevice::kNvme
-                                                     : OffloadDevice::kNone;
+  o.offload_optimizer.device = f.offload == "cpu"    ? engine::OffloadDevice::kCpu
+                               : f.offload == "nvme" ? engine::OffloadDevice::kNvme
+                                                     : engine::OffloadDevice::kNone;
   o.offload_optimizer.nvme_path = f.nvme_dir;
   o.offload_optimizer.buffer_count = 4;
   if (o.stage == 3) {
@@ -133,7 +133,7 @@ absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
   GptOptions g = Model(f.layers, f.embd);
   absl::Status partitioned;
   if (o.stage == 3) {  // partitioned while it is built, as training_run.cc does: never whole
-    r.init = std::make_unique<partition::ShardedInit>(group, Stage3BucketNumel(o), o.stage3);
+    r.init = std::make_unique<partition::ShardedInit>(group, engine::Stage3BucketNumel(o), o.stage3);
     g.after_submodule = [&](torch::nn::Module& m) {
       if (partitioned.ok()) partitioned = r.init->Partition(m);
     };
@@ -142,7 +142,7 @@ absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
   torch::manual_seed(0);
   ZT_ASSIGN_OR_RETURN(r.model, MakeGpt(g));
   ZT_RETURN_IF_ERROR(partitioned);
-  ZT_ASSIGN_OR_RETURN(r.engine, Engine::Create(*r.model, o, group));
+  ZT_ASSIGN_OR_RETURN(r.engine, engine::Engine::Create(*r.model, o, group));
   return absl::OkStatus();
 }
 
@@ -178,7 +178,7 @@ absl::Status RankMain(const Flags& f) {
   ZT_RETURN_IF_ERROR(group->AllReduce(rss, comm::ReduceOp::kMax));
   if (group->rank() != 0) return absl::OkStatus();
   std::sort(ms.begin(), ms.end());
-  const ModelStateBytes b = r.engine->model_state_bytes();
+  const engine::ModelStateBytes b = r.engine->model_state_bytes();
   std::printf("| %lld | %s | %.1f | %.0f | %.1f | %.1f | %.1f |\n", (ll)f.stage, f.offload.c_str(),
               ms[ms.size() / 2], rss.item<double>(), b.total() / double(kMiB),
               b.offloaded_host / double(kMiB), b.offloaded_nvme / double(kMiB));

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "trainer/config_validate.h"
+#include "trainer/config/config_validate.h"
 
 namespace zerotrain::trainer {
 

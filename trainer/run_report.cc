@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint/activation_checkpoint.h"
+#include "recompute/activation_checkpoint.h"
 #include "tools/status_macros.h"
 #include "trainer/metrics/device_memory_stats.h"
 #include "trainer/metrics/memory_stats.h"
@@ -31,7 +31,7 @@ constexpr char kEvalLoss[] = "eval_loss";
 
 absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig& config,
                                                              comm::ProcessGroup* group,
-                                                             const Engine& engine,
+                                                             const engine::Engine& engine,
                                                              const TokenDataset& data) {
   std::unique_ptr<RunReport> r(new RunReport(config, group, engine));
   if (group->rank() != 0) return r;
@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
                                      n::kBackwardMs, n::kCommMs, n::kStepMs, n::kRssMb,
                                      n::kPeakRssMb, kEvalLoss},
                     /*append=*/!config.run.resume_from.empty()));
-  const BatchSizes& b = engine.batch();
+  const engine::BatchSizes& b = engine.batch();
   const GptOptions& m = config.model;
   std::printf(
       "zerotrain: GPT %.2fM parameters (%lld layers, %lld heads, d_model %lld, context %lld), "
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
       static_cast<long long>(m.n_head), static_cast<long long>(m.n_embd),
       static_cast<long long>(m.block_size), group->world_size(),
       config.run.shm_backend ? "shm" : "gloo", config.engine.stage,
-      PrecisionName(config.engine.precision), static_cast<long long>(b.train_batch_size),
+      engine::PrecisionName(config.engine.precision), static_cast<long long>(b.train_batch_size),
       static_cast<long long>(b.micro_batch_size),
       static_cast<long long>(b.gradient_accumulation_steps), group->world_size(),
       static_cast<long long>(config.run.steps), data.source().c_str(),
@@ -89,7 +89,7 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
   }
   if (group_->rank() != 0) return absl::OkStatus();
   const double samples = static_cast<double>(engine_.batch().train_batch_size);
-  const StepTimes& t = engine_.last_step_times();
+  const engine::StepTimes& t = engine_.last_step_times();
   std::vector<metrics::Scalar> row = {
       {metrics::names::kLoss, loss},
       {metrics::names::kLr, engine_.lr()},
@@ -121,11 +121,11 @@ void RunReport::PrintProgress(int64_t step, double loss, double seconds, double 
       static_cast<int>(std::to_string(config_.run.steps).size()), static_cast<long long>(step),
       static_cast<long long>(config_.run.steps), loss, engine_.lr(), samples,
       samples * config_.model.block_size, 1e3 * seconds, rss / kMiB, peak / kMiB);
-  if (config_.engine.precision == Precision::kFloat16) {
+  if (config_.engine.precision == engine::Precision::kFloat16) {
     absl::StrAppendFormat(&line, " | loss scale %.0f", engine_.loss_scale());
   }
   if (config_.run.wall_clock_breakdown) {
-    const StepTimes& t = engine_.last_step_times();
+    const engine::StepTimes& t = engine_.last_step_times();
     absl::StrAppendFormat(&line,
                           "\n    time (ms): forward %.0f | backward %.0f | backward comm %.0f | "
                           "step %.0f | all-gather %.0f",
@@ -174,7 +174,7 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
     for (int r = 0; r < group_->world_size(); ++r) {
       if (r == group_->rank()) {
         ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
-        const ModelStateBytes b = engine_.model_state_bytes();
+        const engine::ModelStateBytes b = engine_.model_state_bytes();
         const std::string states = absl::StrFormat(
             "model states %.1f MiB: params %.1f, grads %.1f, master %.1f, optimizer %.1f "
             "(ZeRO formula %.1f MiB)",
@@ -210,12 +210,12 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
   if (!sink_->tensorboard_path().empty()) {
     std::printf("         tensorboard: %s\n", sink_->tensorboard_path().c_str());
   }
-  if (config_.engine.precision == Precision::kFloat16) {
+  if (config_.engine.precision == engine::Precision::kFloat16) {
     std::printf("         fp16: %lld step(s) skipped on overflow, final loss scale %.0f\n",
                 static_cast<long long>(engine_.skipped_steps()), engine_.loss_scale());
   }
   if (config_.model.checkpoint_every > 0) {
-    const checkpoint::RecomputeStats rs = checkpoint::GetRecomputeStats();
+    const recompute::RecomputeStats rs = recompute::GetRecomputeStats();
     std::printf("         activation checkpointing: every %lld block(s)",
                 static_cast<long long>(config_.model.checkpoint_every));
     if (config_.model.profile_checkpointing) {

@@ -12,9 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
-#include "trainer/config_validate.h"
+#include "trainer/config/config_validate.h"
 #include "trainer/data/token_dataset.h"
-#include "trainer/engine.h"
+#include "engine/engine.h"
 #include "trainer/metrics/metrics_sink.h"
 #include "trainer/model/gpt.h"
 
@@ -25,7 +25,7 @@ class RunReport {
   // On rank 0, opens the monitors (creating their directories) and prints the run's header.
   static absl::StatusOr<std::unique_ptr<RunReport>> Create(const TrainerConfig& config,
                                                            comm::ProcessGroup* group,
-                                                           const Engine& engine,
+                                                           const engine::Engine& engine,
                                                            const TokenDataset& data);
   void Start();
   // After optimizer step `step` (1-based): `loss` is the mean over ranks, `seconds` its wall time.
@@ -38,7 +38,7 @@ class RunReport {
   absl::Status Finish(Gpt& model, bool memory_summary);
 
  private:
-  RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const Engine& engine)
+  RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const engine::Engine& engine)
       : config_(config), group_(group), engine_(engine) {}
   // The largest current and peak RSS over ranks, in bytes (a collective).
   absl::StatusOr<std::pair<double, double>> MaxRss();
@@ -46,7 +46,7 @@ class RunReport {
 
   const TrainerConfig& config_;
   comm::ProcessGroup* group_;
-  const Engine& engine_;
+  const engine::Engine& engine_;
   std::unique_ptr<metrics::MetricsSink> sink_;  // rank 0 only
   double start_ = 0;
   double window_seconds_ = 0;  // since the last progress line

@@ -10,7 +10,7 @@
 #include "tools/status_macros.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
-#include "trainer/engine.h"
+#include "engine/engine.h"
 #include "trainer/model/gpt.h"
 #include "partition/sharded_init.h"
 #include "trainer/run_report.h"
@@ -30,7 +30,7 @@ struct Trainer {
   comm::ProcessGroup* group;
   std::unique_ptr<partition::ShardedInit> sharded_init;  // stage 3; outlives the engine
   std::shared_ptr<Gpt> model;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<engine::Engine> engine;
   std::optional<TokenDataset> data;
   std::optional<DistributedSampler> sampler;
   std::unique_ptr<optim::LrSchedule> schedule;
@@ -45,12 +45,12 @@ absl::Status Setup(Trainer& t) {
   ZT_ASSIGN_OR_RETURN(auto data, LoadTokens(c.data, c.model.vocab_size, c.model.block_size));
   t.data.emplace(std::move(data));
   GptOptions model_options = c.model;
-  EngineOptions engine_options = c.engine;
+  engine::EngineOptions engine_options = c.engine;
   absl::Status partitioned;
   if (engine_options.stage == 3) {
     // Stage 3 partitions the GPT block by block as it is built: no rank holds all of it.
     t.sharded_init = std::make_unique<partition::ShardedInit>(
-        t.group, Stage3BucketNumel(engine_options), engine_options.stage3);
+        t.group, engine::Stage3BucketNumel(engine_options), engine_options.stage3);
     model_options.after_submodule = [&](torch::nn::Module& m) {
       if (partitioned.ok()) partitioned = t.sharded_init->Partition(m);
     };
@@ -58,7 +58,7 @@ absl::Status Setup(Trainer& t) {
   }
   ZT_ASSIGN_OR_RETURN(t.model, MakeGpt(model_options));
   ZT_RETURN_IF_ERROR(partitioned);
-  ZT_ASSIGN_OR_RETURN(t.engine, Engine::Create(*t.model, engine_options, t.group));
+  ZT_ASSIGN_OR_RETURN(t.engine, engine::Engine::Create(*t.model, engine_options, t.group));
   ZT_ASSIGN_OR_RETURN(auto sampler, DistributedSampler::Create(
                                         t.data->NumTrainWindows(), t.group->world_size(),
                                         t.group->rank(), t.engine->batch().micro_batch_size,

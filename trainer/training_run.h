@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "comm/comm.h"
-#include "trainer/config_validate.h"
+#include "trainer/config/config_validate.h"
 
 namespace zerotrain::trainer {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "checkpoint/activation_checkpoint.h"
+#include "recompute/activation_checkpoint.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -190,7 +190,7 @@ at::Tensor Gpt::forward(const at::Tensor& tokens) {
   Parts& p = *parts_;
   at::Tensor positions = torch::arange(t, tokens.options().dtype(torch::kLong));
   at::Tensor x = p.drop(p.wte(tokens) + p.wpe(positions));
-  checkpoint::ActivationCheckpointOptions ckpt;
+  recompute::ActivationCheckpointOptions ckpt;
   ckpt.cpu_checkpointing = options_.cpu_checkpointing;
   ckpt.profile = options_.profile_checkpointing;
   for (size_t i = 0; i < p.blocks.size(); ++i) {
@@ -198,7 +198,7 @@ at::Tensor Gpt::forward(const at::Tensor& tokens) {
     const int64_t k = options_.checkpoint_every;
     if (k > 0 && is_training() && static_cast<int64_t>(i) % k == 0 &&
         torch::GradMode::is_enabled()) {
-      x = checkpoint::CheckpointBlock([&block](const at::Tensor& in) { return block.forward(in); },
+      x = recompute::CheckpointBlock([&block](const at::Tensor& in) { return block.forward(in); },
                                       x, ckpt);
     } else {
       x = block.forward(x);

@@ -14,7 +14,7 @@
 #include "tools/status_macros.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
-#include "trainer/engine.h"
+#include "engine/engine.h"
 #include "trainer/model/gpt.h"
 
 namespace zerotrain::trainer {
@@ -29,19 +29,19 @@ absl::StatusOr<std::string> TrainRank(int rank) {
   const GptOptions mo;  // the defaults are the default run's model
   torch::manual_seed(0);
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<Gpt> model, MakeGpt(mo));
-  EngineOptions o;
+  engine::EngineOptions o;
   o.stage = 2;
-  o.precision = Precision::kBFloat16;
+  o.precision = engine::Precision::kBFloat16;
   o.train_micro_batch_size_per_gpu = 8;
   o.gradient_accumulation_steps = 1;
   o.adam.lr = 3e-3;
   o.adam.beta2 = 0.95;
-  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*model, o, group.get()));
+  ZT_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(*model, o, group.get()));
   ZT_ASSIGN_OR_RETURN(TokenDataset data, LoadTokens(DataOptions{}, mo.vocab_size, mo.block_size));
   ZT_ASSIGN_OR_RETURN(auto sampler, DistributedSampler::Create(data.NumTrainWindows(),
                                                                group->world_size(), rank, 8, 1));
   double first = 0, last = 0;
-  StepTimes sum;
+  engine::StepTimes sum;
   auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < kSteps; ++step) {
     if (step == 1) start = std::chrono::steady_clock::now();  // after the first (warm-up) step
@@ -51,7 +51,7 @@ absl::StatusOr<std::string> TrainRank(int rank) {
     ZT_RETURN_IF_ERROR(engine->Backward(loss));
     ZT_RETURN_IF_ERROR(engine->Step());
     if (step == 0) continue;
-    const StepTimes& t = engine->last_step_times();
+    const engine::StepTimes& t = engine->last_step_times();
     sum.forward += t.forward;
     sum.backward += t.backward;
     sum.backward_comm += t.backward_comm;

@@ -12,7 +12,7 @@
 #include <set>
 #include <string>
 
-#include "checkpoint/activation_checkpoint.h"
+#include "recompute/activation_checkpoint.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -197,10 +197,10 @@ TEST(GptTest, CheckpointingGivesBitwiseTheSameLossAndGradients) {
     for (int64_t every : {1, 2}) {
       o.checkpoint_every = every;
       o.profile_checkpointing = true;
-      checkpoint::ResetRecomputeStats();
+      recompute::ResetRecomputeStats();
       auto [ck_loss, ck_grads] = LossAndGrads(o);
       // Blocks 0..2 with every k: 3 recomputed for k = 1, blocks 0 and 2 for k = 2.
-      EXPECT_EQ(checkpoint::GetRecomputeStats().recomputations, every == 1 ? 3 : 2);
+      EXPECT_EQ(recompute::GetRecomputeStats().recomputations, every == 1 ? 3 : 2);
       EXPECT_TRUE(torch::equal(loss, ck_loss)) << "dropout " << dropout << " every " << every;
       ASSERT_EQ(grads.size(), ck_grads.size());
       for (size_t i = 0; i < grads.size(); ++i) {

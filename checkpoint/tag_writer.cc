@@ -1,0 +1,124 @@
+// The tag protocol's three phases (tag_writer.h): prepare, write each rank's file, commit.
+#include "checkpoint/tag_writer.h"
+
+#include <filesystem>
+#include <set>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/manifest.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::checkpoint {
+namespace {
+
+// A complete tag `latest` does not name: left by a save killed between its manifest and
+// `latest`, or an older run's. Unlisting it first, durably, means a crash while it is rewritten
+// leaves a tag without a manifest, which nothing loads, instead of a mix of old and new files.
+absl::Status UnlistStaleTag(const std::string& tag_dir) {
+  const std::string manifest = absl::StrCat(tag_dir, "/", kManifestFileName);
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(manifest, ec);  // "not found" leaves ec clear
+  if (ec) return absl::InternalError(absl::StrCat("cannot look for ", manifest, ": ", ec.message()));
+  if (!exists) return absl::OkStatus();
+  std::filesystem::remove(manifest, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot replace ", manifest, ": ", ec.message()));
+  return FsyncDirectory(tag_dir);
+}
+
+// The reader refuses these manifests at load time; refusing them here means a buggy caller
+// fails at save, before `latest` moves off the previous good checkpoint.
+absl::Status CheckFiles(const Manifest& m, const std::vector<RankFile>& files,
+                        const std::string& manifest_path) {
+  const std::string what = absl::StrCat("checkpoint manifest ", manifest_path, ": ");
+  std::set<int> ranks, holding;
+  for (const RankFile& f : files) {
+    if (f.rank < 0 || !ranks.insert(f.rank).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, "the file of rank ", f.rank,
+                                                     f.rank < 0 ? " is invalid" : " is listed twice"));
+    }
+    if (f.holds_state) holding.insert(f.rank);
+  }
+  for (int r = 0; r < m.layout_world_size(); ++r) {
+    if (holding.count(r) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "no state-holding file for layout rank ", r, " (layout_world_size ",
+          m.layout_world_size(), ", ", files.size(), " files listed)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string TagDirectory(const TagLocation& at) { return absl::StrCat(at.dir, "/", at.tag); }
+
+absl::Status PrepareTag(const TagLocation& at) {
+  ZT_RETURN_IF_ERROR(ValidateTag(at.tag));
+  const std::string tag_dir = TagDirectory(at);
+  // An unreadable or absent `latest` names nothing to protect; only a match is refused.
+  absl::StatusOr<std::string> latest = ReadLatest(at.dir);
+  if (latest.ok() && *latest == at.tag) {
+    return absl::AlreadyExistsError(absl::StrCat("checkpoint ", tag_dir, " is the one ", at.dir,
+                                                 "/", kLatestFileName,
+                                                 " names; choose another tag or remove it"));
+  }
+  ZT_RETURN_IF_ERROR(UnlistStaleTag(tag_dir));
+  std::error_code ec;
+  std::filesystem::create_directories(tag_dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot create checkpoint directory ", tag_dir, ": ",
+                                            ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, int rank,
+                                          const std::vector<NamedArray>& arrays) {
+  ZT_RETURN_IF_ERROR(ValidateTag(at.tag));
+  const std::string tag_dir = TagDirectory(at);
+  const std::string path = absl::StrCat(tag_dir, "/", ShardFileName(rank));
+  if (rank < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shard file of rank ", rank, " in ", tag_dir,
+                                                   ": invalid rank"));
+  }
+  // Rank 0 created it; a rank that cannot see it most likely does not share `dir` with rank 0,
+  // which the bare "cannot create <temp file>" would not say.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(tag_dir, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot write ", path, ": checkpoint directory ", tag_dir, " is not a directory on rank ",
+        rank, ec ? absl::StrCat(" (", ec.message(), ")") : "",
+        "; rank 0 creates it, and every rank must see the same ", at.dir));
+  }
+  ShardFileWriter writer;
+  for (const NamedArray& a : arrays) {
+    ZT_RETURN_IF_ERROR(WithPrefix(writer.Add(a.name, a.dtype, a.data, a.numel),
+                                  absl::StrCat("shard file ", path, ": ")));
+  }
+  return writer.Write(path);
+}
+
+absl::Status CommitTag(const TagLocation& at, Manifest manifest,
+                       const std::vector<RankFile>& files) {
+  ZT_RETURN_IF_ERROR(ValidateTag(at.tag));
+  const std::string manifest_path = absl::StrCat(TagDirectory(at), "/", kManifestFileName);
+  ZT_RETURN_IF_ERROR(CheckFiles(manifest, files, manifest_path));
+  manifest.set_tag(at.tag);
+  manifest.clear_files();
+  for (const RankFile& f : files) {
+    ShardFileEntry* e = manifest.add_files();
+    e->set_name(ShardFileName(f.rank));
+    e->set_rank(f.rank);
+    e->set_size(f.size);
+    e->set_crc32c(f.crc32c);
+    e->set_holds_state(f.holds_state);
+  }
+  // The manifest, then `latest`: a crash before either leaves `latest` on the previous tag.
+  ZT_RETURN_IF_ERROR(WriteManifest(manifest_path, manifest));
+  return WriteLatest(at.dir, at.tag);
+}
+
+}  // namespace zerotrain::checkpoint

@@ -1,0 +1,312 @@
+// Engine construction, Backward and the memory accounting (Step lives in engine_step.cc).
+#include "engine/engine.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/flat_store.h"
+#include "engine/sharded_store.h"
+#include "offload/pinned_host_pool.h"
+#include "offload/sub_group_store.h"
+#include "offload/swap_space.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::engine {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+at::ScalarType ModelDtype(Precision p) {
+  switch (p) {
+    case Precision::kBFloat16: return at::kBFloat16;
+    case Precision::kFloat16: return at::kHalf;
+    default: return at::kFloat;
+  }
+}
+
+// The module's trainable parameters in registration order, each once (a tensor that two
+// submodules share, like tied embeddings, under the first name it has), with the index of the
+// submodule that first holds it: stage 3 gathers each submodule's parameters together.
+partition::NamedTensors TrainableParams(torch::nn::Module& module, std::vector<int>* owner) {
+  partition::NamedTensors named;
+  std::unordered_set<const void*> seen;
+  int index = 0;
+  module.apply([&](const std::string& prefix, torch::nn::Module& m) {
+    for (const auto& item : m.named_parameters(/*recurse=*/false)) {
+      const at::Tensor& p = item.value();
+      if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+      named.emplace_back(prefix.empty() ? item.key() : absl::StrCat(prefix, ".", item.key()), p);
+      owner->push_back(index);
+    }
+    ++index;
+  });
+  return named;
+}
+
+}  // namespace
+
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module,
+                                                       const EngineOptions& options,
+                                                       comm::ProcessGroup* group) {
+  const std::string where = absl::StrCat("Engine::Create on rank ", group->rank(), ": ");
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  e->group_ = group;
+  e->module_ = &module;
+  // Local problems are only reported after the ranks have met, so that a rank that fails here
+  // does not leave the others waiting in the fingerprint exchange until the timeout.
+  absl::Status local;
+  if (options.stage < 0 || options.stage > 3) {
+    local = absl::InvalidArgumentError(
+        absl::StrCat(where, "stage ", options.stage, " (ZeRO stages are 0, 1, 2 and 3)"));
+  }
+  auto batch = ResolveBatchSizes(options, group->world_size());
+  if (batch.ok()) {
+    e->batch_ = *batch;
+  } else if (local.ok()) {
+    local = WithPrefix(batch.status(), where);
+  }
+  partition::NamedTensors named;
+  std::vector<int> owner;
+  try {
+    if (options.precision != Precision::kFloat32) module.to(ModelDtype(options.precision));
+    named = TrainableParams(module, &owner);
+  } catch (const c10::Error& err) {
+    if (local.ok()) local = absl::InternalError(absl::StrCat(where, err.what_without_backtrace()));
+  }
+  if (named.empty() && local.ok()) {
+    local = absl::InvalidArgumentError(absl::StrCat(
+        where, "the module has no trainable parameters (none with requires_grad)"));
+  }
+  for (const auto& [name, p] : named) {
+    const at::ScalarType t = p.scalar_type();
+    if (local.ok() && t != at::kFloat && t != at::kBFloat16 && t != at::kHalf) {
+      // The optimizer kernels read and write float32, bfloat16 and float16 only.
+      local = absl::InvalidArgumentError(absl::StrCat(
+          where, "parameter '", name, "' is ", c10::toString(t), "; the engine trains Float, "
+          "BFloat16 and Half parameters (cast the module, or set requires_grad false)"));
+    }
+  }
+  // Backward produces gradients roughly in reverse registration order; laying parameters out
+  // that way lets the first buckets fill (and their reductions start) first.
+  std::reverse(named.begin(), named.end());
+  std::reverse(owner.begin(), owner.end());
+  std::vector<int> segment_starts;  // stage 3 gathers each submodule's parameters as one
+  for (size_t i = 1; i < owner.size(); ++i) {
+    if (owner[i] != owner[i - 1]) segment_starts.push_back(static_cast<int>(i));
+  }
+  const partition::ShardedInit* init = options.sharded_init;
+  if (init != nullptr && local.ok()) {
+    if (options.stage != 3) {
+      local = absl::InvalidArgumentError(absl::StrCat(
+          where, "a ShardedInit partitions for stage 3; this engine is stage ", options.stage));
+    } else if (init->bucket_numel() != Stage3BucketNumel(options)) {
+      local = absl::InvalidArgumentError(absl::StrCat(
+          where, "the ShardedInit cut buckets of ", init->bucket_numel(), " elements, the engine "
+          "uses ", Stage3BucketNumel(options), " (Stage3BucketNumel of these options)"));
+    }
+  }
+  std::vector<ParamSignature> signature;
+  for (const auto& [name, p] : named) {
+    signature.push_back({name, init ? init->FullShapeOf(p) : p.sizes().vec(),
+                         c10::toString(p.scalar_type())});
+  }
+  ZT_RETURN_IF_ERROR(e->CheckRanksAgree(signature, local));
+  ZT_RETURN_IF_ERROR(e->AgreeAllOk(e->InitOffload(), where));
+  ParamStoreInputs in;
+  in.options = &e->options_;
+  in.group = group;
+  in.params = std::move(named);
+  in.segment_starts = std::move(segment_starts);
+  in.shard = e->ParamShardOptionsFor();
+  // The one choice by stage: every later difference between the stages is the store's.
+  ZT_ASSIGN_OR_RETURN(e->store_,
+                      options.stage == 3 ? ShardedStore::Create(in) : FlatStore::Create(in));
+  // FlatParams groups parameters by dtype: its order is the engine's.
+  const partition::NamedTensors& laid_out = e->flat_params().params();
+  for (int i = 0; i < static_cast<int>(laid_out.size()); ++i) {
+    e->param_index_[laid_out[i].second.unsafeGetTensorImpl()] = i;
+  }
+  ZT_RETURN_IF_ERROR(e->BroadcastFrozenState());
+  partition::ReducerOptions ro;
+  ro.stage = std::min(options.stage, 2);  // stage 3 reduces gradients as stage 2 does
+  ro.overlap_comm = options.overlap_comm;
+  ro.reduce_scatter = options.reduce_scatter;
+  ZT_ASSIGN_OR_RETURN(e->reducer_,
+                      partition::GradientReducer::Create(group, &e->flat_params(), ro));
+  if (options.optimizer_factory) {
+    e->optimizer_ = options.optimizer_factory();
+  } else if (options.optimizer == OptimizerKind::kSgd) {
+    e->optimizer_ = MakeSgdShardOptimizer(options.sgd);
+    e->lr_ = options.sgd.lr;
+  } else {
+    e->optimizer_ = MakeAdamShardOptimizer(options.adam);
+    e->lr_ = options.adam.lr;
+  }
+  if (e->optimizer_ == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "optimizer_factory returned null"));
+  }
+  // A rank whose swap directory or host memory fails must not leave the others to train alone.
+  ZT_RETURN_IF_ERROR(e->AgreeAllOk(e->InitState(), where));
+  if (options.precision == Precision::kFloat16) {
+    ZT_ASSIGN_OR_RETURN(auto scaler, optim::LossScaler::Create(options.fp16));
+    e->scaler_ = std::make_unique<optim::LossScaler>(scaler);
+  }
+  // The engine's shard now holds the slices ShardedInit cut: keeping both would double them. Only
+  // now, so that a Create that failed can be retried with the same init.
+  if (options.sharded_init != nullptr) options.sharded_init->ReleaseShards();
+  // Create's one-off blocks (the shard written out, the master filled) need not stay cached.
+  e->host_pool_->ReleaseCached();
+  e->last_call_end_ = Now();
+  return e;
+}
+
+absl::Status Engine::CheckRanksAgree(const std::vector<ParamSignature>& params,
+                                     const absl::Status& local) {
+  const Fingerprint f = MakeFingerprint(options_, batch_, params);
+  const int k = static_cast<int>(f.parts.size()) + 1;  // the last entry: this rank's setup failed
+  const int world = group_->world_size();
+  at::Tensor mine = at::empty({k}, at::kLong);
+  int64_t* m = mine.data_ptr<int64_t>();
+  for (int i = 0; i + 1 < k; ++i) m[i] = static_cast<int64_t>(f.parts[i].second);
+  m[k - 1] = local.ok() ? 0 : 1;
+  at::Tensor all = at::empty({k * world}, at::kLong);
+  absl::Status s = group_->AllGather(mine, all);
+  if (!local.ok()) return local;
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("Engine::Create: comparing ranks: ", s.message()));
+  }
+  const int64_t* v = all.data_ptr<int64_t>();
+  std::vector<int> failed;
+  for (int r = 0; r < world; ++r) {
+    if (v[r * k + k - 1] != 0) failed.push_back(r);
+  }
+  if (!failed.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Engine::Create on rank ", group_->rank(), ": rank(s) ", absl::StrJoin(failed, ","),
+        " failed their own checks (see their errors)"));
+  }
+  std::vector<std::string> differ;
+  for (int i = 0; i + 1 < k; ++i) {
+    std::vector<int> ranks;
+    for (int r = 1; r < world; ++r) {
+      if (v[r * k + i] != v[i]) ranks.push_back(r);
+    }
+    if (!ranks.empty()) {
+      differ.push_back(absl::StrCat(f.parts[i].first, " (rank(s) ", absl::StrJoin(ranks, ","),
+                                    " differ from rank 0)"));
+    }
+  }
+  if (differ.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "Engine::Create on rank ", group_->rank(), ": ranks disagree on ",
+      absl::StrJoin(differ, "; "),
+      ". Every rank must build the same model with the same engine options."));
+}
+
+absl::Status Engine::BroadcastFrozenState() {
+  // As DDP and deepspeed.initialize do: however each rank initialised its module, training starts
+  // from rank 0's parameters and buffers, so no seed discipline is needed for correctness.
+  try {
+    c10::NoGradGuard no_grad;
+    // Frozen parameters and buffers are not the engine's to shard, but they must start equal
+    // too, or ranks diverge silently. Every rank walks them in the same (registration) order.
+    std::vector<at::Tensor> others;
+    for (const at::Tensor& p : module_->parameters(/*recurse=*/true)) {
+      if (!p.requires_grad()) others.push_back(p.detach());
+    }
+    for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) others.push_back(t);
+    for (const at::Tensor& t : others) {
+      if (t.numel() == 0) continue;
+      // A copy where the tensor is not contiguous, or is bool, which Gloo does not carry.
+      const bool direct = t.is_contiguous() && t.scalar_type() != at::kBool;
+      at::Tensor wire = direct ? t : t.contiguous().to(
+                                         t.scalar_type() == at::kBool ? at::kByte : t.scalar_type());
+      ZT_RETURN_IF_ERROR(group_->Broadcast(wire, 0));
+      if (!direct) t.copy_(wire);
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(
+        "Engine::Create: broadcasting rank 0's frozen parameters and buffers: ",
+        e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+bool Engine::at_accumulation_boundary() const {
+  return (micro_steps_ + 1) % batch_.gradient_accumulation_steps == 0;
+}
+
+double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+
+absl::Status Engine::Backward(const at::Tensor& loss) {
+  const double start = Now();
+  times_.forward += start - last_call_end_;
+  const std::string where = absl::StrCat("Backward on rank ", group_->rank(), " (micro step ",
+                                         micro_steps_, "): ");
+  if (!loss.defined() || loss.numel() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "the loss must be a scalar tensor"));
+  }
+  if (backward_pending_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, "Backward called twice; call Step() after every Backward()"));
+  }
+  reducer_->BeginBackward(at_accumulation_boundary());
+  store_->BeginBackward();
+  try {
+    const double scale = loss_scale() / static_cast<double>(batch_.gradient_accumulation_steps);
+    loss.to(at::kFloat).mul(scale).backward();
+  } catch (const c10::Error& e) {
+    (void)reducer_->FinishBackward(true);
+    (void)store_->EndBackward(/*failed=*/true);
+    return absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
+  }
+  const double autograd_end = Now();
+  absl::Status s = reducer_->FinishBackward(options_.ignore_unused_parameters);
+  absl::Status released = store_->EndBackward(/*failed=*/false);
+  if (s.ok() && !released.ok()) s = WithPrefix(released, where);
+  times_.backward += autograd_end - start;
+  times_.backward_comm += Now() - autograd_end;
+  last_call_end_ = Now();
+  if (!s.ok()) return s;
+  backward_pending_ = true;
+  return absl::OkStatus();
+}
+
+ModelStateBytes Engine::model_state_bytes() const {
+  ModelStateBytes b;
+  store_->AddParamBytes(&b);
+  b.grads = reducer_->grad_bytes();
+  const int64_t array_bytes = master_numel_ * 4;
+  const int64_t states = state_->num_arrays() - 1;
+  if (options_.offload_optimizer.device == OffloadDevice::kNone) {
+    b.master = master_aliases_params_ ? 0 : array_bytes;
+    b.optimizer_states = states * array_bytes;
+  } else {
+    b.offloaded_host += state_->host_bytes();
+    b.offloaded_nvme += state_->nvme_bytes();
+  }
+  for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
+    b.buffers += t.numel() * static_cast<int64_t>(t.element_size());
+  }
+  return b;
+}
+
+double Engine::formula_bytes() const {
+  return ZeroFormulaBytes(options_.stage, options_.precision != Precision::kFloat32,
+                          flat_params().layout().padded_numel(), group_->world_size());
+}
+
+}  // namespace zerotrain::engine

@@ -1,0 +1,216 @@
+// Engine: the ZeRO training engine, stages 0-3 (zerotrain's deepspeed.initialize). The caller
+// runs forward with its own code inside a forward scope, then per micro-batch:
+//   at::Tensor loss;
+//   { auto forward = engine->BeginForward(); loss = compute_loss(model->forward(x)); }
+//   ZT_RETURN_IF_ERROR(engine->Backward(loss));  // scales by 1/GAS (x loss scale), reduces
+//   ZT_RETURN_IF_ERROR(engine->Step());          // steps only at the accumulation boundary
+// What the stages do differently with the parameters sits behind a ParamStore (param_store.h),
+// chosen once in Create: stages 0-2 move the module's trainable parameters into a flat buffer
+// (FlatStore); stage 3 shards them and gathers each submodule's on use (ShardedStore), which is
+// what the forward scope is for (at stages 0-2 it does nothing). Gradients are reduced in buckets
+// (partition/GradientReducer), fp32 master weights are stepped by a ShardOptimizer, and updated
+// parameters are all-gathered at stages 1 and 2. See docs/ENGINE.md.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/comm.h"
+#include "optim/loss_scaler.h"
+#include "partition/flat_params.h"
+#include "partition/gradient_reducer.h"
+#include "partition/sharded_params.h"
+#include "engine/engine_options.h"
+#include "engine/model_state.h"
+#include "engine/param_store.h"
+#include "engine/shard_optimizer.h"
+
+namespace torch::nn {
+class Module;
+}
+namespace zerotrain::checkpoint {
+class CheckpointReader;
+}
+namespace zerotrain::offload {
+class PinnedHostPool;
+class SubGroupStore;
+class SwapSpace;
+}
+
+namespace zerotrain::engine {
+
+// Wall-clock seconds of the last optimizer step's micro-batches, summed over them. "forward" is
+// the time between the engine's previous call and Backward, i.e. the caller's forward pass.
+struct StepTimes {
+  double forward = 0;
+  double backward = 0;       // autograd, including reductions started by its hooks
+  double backward_comm = 0;  // reductions finished (or started and finished) after autograd
+  double step = 0;           // overflow check, clipping norm, optimizer
+  double allgather = 0;      // stage 1/2 parameter all-gather; stage 3 persistent ones
+};
+
+class Engine {
+ public:
+  // Collective: every rank of `group` must call it with an identical module and options. The
+  // module must outlive the engine; its parameters become views of the engine's flat buffer
+  // (cast to bf16/fp16 first when options.precision says so).
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(torch::nn::Module& module,
+                                                        const EngineOptions& options,
+                                                        comm::ProcessGroup* group);
+  ~Engine();
+
+  // Stage 3 lets parameters be read (gathered on use) only while a forward scope is open, or in
+  // Backward, or inside GatheredParameters; elsewhere their shape is [0]. A failed gather inside
+  // forward surfaces as a c10::Error from the operator that needed it.
+  class ForwardScope {
+   public:
+    ForwardScope(ForwardScope&& other) noexcept : store_(other.store_) { other.store_ = nullptr; }
+    ForwardScope& operator=(ForwardScope&&) = delete;
+    ~ForwardScope();
+
+   private:
+    friend class Engine;
+    explicit ForwardScope(ParamStore* store) : store_(store) {}
+    ParamStore* store_;
+  };
+  ForwardScope BeginForward();
+
+  absl::Status Backward(const at::Tensor& loss);
+  absl::Status Step();
+
+  // deepspeed.zero.GatheredParameters: while open, the chosen parameters hold their full values
+  // on every rank (stage 3 gathers them; stages 0-2 hold them anyway). With a modifier rank, Close
+  // makes that rank's values everyone's: it broadcasts them and writes them into the shards and
+  // fp32 master weights. Open and Close are collective.
+  class GatheredParameters {
+   public:
+    ~GatheredParameters();  // closes if still open; an error is printed, so call Close()
+    absl::Status Close();
+
+   private:
+    friend class Engine;
+    GatheredParameters(Engine* engine, std::vector<int> params, int modifier_rank)
+        : engine_(engine), params_(std::move(params)), modifier_rank_(modifier_rank) {}
+    Engine* engine_;
+    std::vector<int> params_;
+    int modifier_rank_;
+    bool open_ = true;
+  };
+  // `params` are the module's trainable parameters (as the module holds them); modifier_rank -1
+  // means read only.
+  absl::StatusOr<std::unique_ptr<GatheredParameters>> GatherParameters(
+      const std::vector<at::Tensor>& params, int modifier_rank = -1);
+  // The shape the parameter has when gathered (stage 3 shows [0] outside a scope).
+  std::vector<int64_t> FullShape(const at::Tensor& param) const;
+  // Stage 3's gathering statistics (all zero below stage 3).
+  partition::GatherStats gather_stats() const { return store_->gather_stats(); }
+  void ResetGatherPeak() { store_->ResetGatherPeak(); }
+
+  bool at_accumulation_boundary() const;  // the next Step() will step the optimizer
+  int64_t micro_steps() const { return micro_steps_; }
+  int64_t optimizer_steps() const { return optimizer_steps_; }  // taken, not skipped
+  int64_t skipped_steps() const { return skipped_steps_; }
+  double loss_scale() const;
+  double last_grad_norm() const { return last_grad_norm_; }  // when clipping is on
+  const BatchSizes& batch() const { return batch_; }
+  const StepTimes& last_step_times() const { return last_times_; }
+  ModelStateBytes model_state_bytes() const;
+  double formula_bytes() const;  // ZeroFormulaBytes for this configuration
+  // The layout and parameter list; at stage 3 without a flat buffer (flat() is undefined).
+  const partition::FlatParams& flat_params() const { return store_->flat_params(); }
+  // This rank's fp32 master weights (a copy; read from NVMe when offloaded there).
+  absl::StatusOr<at::Tensor> MasterCopy() const;
+  void set_lr(double lr) {
+    lr_ = lr;
+    optimizer_->set_lr(lr);
+  }
+  double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr is called
+
+  // Training-state checkpoints (docs/CHECKPOINT.md), both collective. Save writes this rank's
+  // shard file into <dir>/<tag>/, then rank 0 the manifest and <dir>/latest; tag "" means
+  // "global_step<optimizer steps>". Call it after Step() at an accumulation boundary.
+  absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
+                              const std::map<std::string, std::string>& client_state = {});
+  // Restores master weights, optimizer states (re-sliced for this world size and stage),
+  // parameters, loss scaler, step counters, lr and, when the world size matches, this rank's CPU
+  // RNG; returns the client state saved with it. tag "" = the one <dir>/latest names.
+  absl::StatusOr<std::map<std::string, std::string>> LoadCheckpoint(const std::string& dir,
+                                                                    const std::string& tag = "");
+
+ private:
+  Engine() = default;
+  // Exchanges fingerprints (and whether `local`, this rank's own setup check, failed) with every
+  // rank; returns `local`'s error, or one naming what differs across ranks.
+  absl::Status CheckRanksAgree(const std::vector<ParamSignature>& params,
+                               const absl::Status& local);
+  // Frozen parameters and buffers from rank 0 (the store broadcasts the trainable ones).
+  absl::Status BroadcastFrozenState();
+  // Parameter i's full values (flattened, fp32) into this rank's part of the master.
+  absl::Status MasterFromValues(int i, const at::Tensor& values);
+  absl::Status CloseGathered(const std::vector<int>& params, int modifier_rank);
+  // The host memory pool and the swap spaces offload_optimizer and offload_param ask for.
+  absl::Status InitOffload();
+  // Where stage 3's parameter shard goes (offload_param), after InitOffload.
+  partition::ParamShardOptions ParamShardOptionsFor() const;
+  // The master weights and optimizer states (engine_state.cc): where offload_optimizer puts
+  // them, the master filled from the model's values.
+  absl::Status InitState();
+  // Master then optimizer states, whole (views of resident memory, or copies read from NVMe).
+  absl::StatusOr<std::vector<at::Tensor>> ReadState() const;
+  // Overwrites them from `arrays` (as ReadState returns them).
+  absl::Status WriteState(const std::vector<at::Tensor>& arrays);
+  // The optimizer over every sub-group of the state.
+  absl::Status StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments);
+  absl::StatusOr<bool> AgreeOverflow(const std::vector<partition::GradSegment>& grads);
+  absl::StatusOr<double> GradScale(const std::vector<partition::GradSegment>& grads);
+  // The optimizer half of Step(), at the accumulation boundary; LibTorch may throw inside.
+  absl::Status StepAtBoundary(double start);
+  absl::Status AgreeAllOk(const absl::Status& local, const std::string& where) {
+    return engine::AgreeAllOk(group_, local, where);
+  }
+  // The runs of real elements this rank's master holds, parameter by parameter.
+  std::vector<MasterRun> MasterRuns() const;
+  absl::Status CheckModelMatches(const checkpoint::CheckpointReader& reader) const;
+
+  EngineOptions options_;
+  BatchSizes batch_;
+  comm::ProcessGroup* group_ = nullptr;
+  torch::nn::Module* module_ = nullptr;
+  // Before the parameters and the store, which hold blocks and regions of them.
+  std::unique_ptr<offload::PinnedHostPool> host_pool_;
+  std::unique_ptr<offload::SwapSpace> swap_;        // offload_optimizer nvme
+  std::unique_ptr<offload::SwapSpace> param_swap_;  // offload_param nvme
+  std::unique_ptr<ParamStore> store_;                     // FlatStore or ShardedStore
+  std::unordered_map<const void*, int> param_index_;      // TensorImpl -> parameter
+  std::unique_ptr<partition::GradientReducer> reducer_;
+  std::unique_ptr<ShardOptimizer> optimizer_;
+  std::unique_ptr<optim::LossScaler> scaler_;
+  // The fp32 master weights, then the optimizer's state arrays, of master_numel_ elements each.
+  std::unique_ptr<offload::SubGroupStore> state_;
+  int64_t master_numel_ = 0;
+  // The store's copy is one fp32 tensor laid out as the master, and nothing is offloaded: the
+  // master is the model's own parameters.
+  bool master_aliases_params_ = false;
+
+  // Set when a Step or a load failed part-way; Step and SaveCheckpoint refuse until a load
+  // succeeds.
+  absl::Status broken_;
+  absl::Status BrokenError() const;
+  bool backward_pending_ = false;
+  int64_t micro_steps_ = 0;
+  int64_t optimizer_steps_ = 0;
+  int64_t skipped_steps_ = 0;
+  double last_grad_norm_ = 0;
+  double lr_ = 0;
+  StepTimes times_, last_times_;
+  double last_call_end_ = 0;  // seconds on a steady clock
+};
+
+}  // namespace zerotrain::engine

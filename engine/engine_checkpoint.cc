@@ -1,0 +1,308 @@
+// Engine::SaveCheckpoint and Engine::LoadCheckpoint: every rank writes its slice of the fp32
+// master weights and optimizer states (checkpoint/shard_file.h) plus its RNG state; rank 0 then
+// writes the manifest and `latest`. Loading re-slices through the saved layout, so any world
+// size and stage 0-3 can load any checkpoint of the same model (docs/CHECKPOINT.md).
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
+
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/shard_file.h"
+#include "tools/status_macros.h"
+#include "engine/engine.h"
+
+namespace zerotrain::engine {
+namespace {
+
+using checkpoint::ArrayDType;
+
+std::string ShapeText(const checkpoint::ParameterEntry& p) {
+  return absl::StrCat("'", p.name(), "' [", absl::StrJoin(p.shape(), ", "), "] ", p.dtype());
+}
+
+checkpoint::ParameterEntry EntryOf(const std::string& name, const std::vector<int64_t>& shape,
+                                   at::ScalarType dtype) {
+  checkpoint::ParameterEntry p;
+  p.set_name(name);
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    p.add_shape(d);
+    numel *= d;
+  }
+  p.set_dtype(c10::toString(dtype));
+  p.set_numel(numel);
+  return p;
+}
+
+}  // namespace
+
+std::vector<MasterRun> Engine::MasterRuns() const {
+  std::vector<MasterRun> runs;
+  for (int i = 0; i < flat_params().num_params(); ++i) {
+    for (const MasterRun& run : store_->MasterRunsOf(i)) runs.push_back(run);
+  }
+  return runs;
+}
+
+absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& tag_in,
+                                    const std::map<std::string, std::string>& client_state) {
+  const int rank = group_->rank();
+  const std::string where = absl::StrCat("SaveCheckpoint on rank ", rank, ": ");
+  const std::string tag = tag_in.empty() ? checkpoint::DefaultTag(optimizer_steps_) : tag_in;
+  const std::string tag_dir = absl::StrCat(dir, "/", tag);
+  absl::Status local = checkpoint::ValidateTag(tag);
+  if (local.ok() && (backward_pending_ || micro_steps_ % batch_.gradient_accumulation_steps != 0)) {
+    local = absl::FailedPreconditionError(absl::StrCat(
+        "micro step ", micro_steps_, " is inside an accumulation window; save after the Step() "
+        "that steps the optimizer (partial gradients are not saved)"));
+  }
+  if (local.ok() && !broken_.ok()) local = BrokenError();
+  // Read before anything is written: a store poisoned by a failed swap-in must not be saved.
+  auto arrays = ReadState();
+  if (local.ok() && !arrays.ok()) local = arrays.status();
+  const std::vector<std::string> state_names = optimizer_->state_names();
+  if (local.ok() && rank == 0) {
+    std::error_code ec;
+    const std::string manifest = absl::StrCat(tag_dir, "/", checkpoint::kManifestFileName);
+    auto latest = checkpoint::ReadLatest(dir);
+    if (latest.ok() && *latest == tag) {
+      local = absl::AlreadyExistsError(absl::StrCat(
+          "checkpoint ", tag_dir, " is the one ", dir, "/latest names; choose another tag or "
+          "remove it"));
+    } else if (std::filesystem::exists(manifest, ec)) {
+      // A complete tag `latest` does not name: left by a save killed between its manifest and
+      // `latest`, or an older run's. Unlisting it first means a crash while it is rewritten
+      // leaves a tag without a manifest, which nothing loads, instead of a mix of old and new.
+      if (!std::filesystem::remove(manifest, ec) || ec) {
+        local = absl::InternalError(absl::StrCat("cannot replace ", manifest, ": ", ec.message()));
+      } else {
+        local = checkpoint::FsyncDirectory(tag_dir);
+      }
+    }
+    if (local.ok() && (std::filesystem::create_directories(tag_dir, ec), ec)) {
+      local = absl::InternalError(absl::StrCat("cannot create ", tag_dir, ": ", ec.message()));
+    }
+  }
+  local = WithPrefix(local, where);
+  ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
+
+  // The store says which ranks save state and in which layout (stage 0 holds the whole master
+  // on every rank: rank 0 saves it as a 1-rank layout).
+  const bool holds_state = store_->SavesState(rank);
+  checkpoint::WrittenFile written;
+  try {
+    if (local.ok() && holds_state) *arrays = store_->ToCheckpointLayout(*arrays);
+    const int64_t numel = holds_state ? (*arrays)[0].numel() : 0;
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    at::Tensor rng;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      rng = gen.get_state();
+    }
+    checkpoint::ShardFileWriter writer;
+    if (holds_state) {
+      local = writer.Add(checkpoint::kMasterArray, ArrayDType::kFloat32,
+                         (*arrays)[0].data_ptr<float>(), numel);
+      for (size_t i = 0; i < state_names.size(); ++i) {
+        if (local.ok()) {
+          local = writer.Add(state_names[i], ArrayDType::kFloat32,
+                             (*arrays)[i + 1].data_ptr<float>(), numel);
+        }
+      }
+    }
+    if (local.ok()) local = writer.Add(checkpoint::kRngArray, ArrayDType::kBytes,
+                                       rng.data_ptr<uint8_t>(), rng.numel());
+    if (local.ok()) {
+      auto w = writer.Write(absl::StrCat(tag_dir, "/", checkpoint::ShardFileName(rank)));
+      if (w.ok()) written = *w;
+      local = w.status();
+    }
+  } catch (const c10::Error& e) {
+    local = absl::InternalError(e.what_without_backtrace());
+  }
+  local = WithPrefix(local, where);
+  // Rank 0 needs every file's size and checksum for the manifest.
+  const int world = group_->world_size();
+  at::Tensor mine = at::tensor({local.ok() ? int64_t{0} : int64_t{1}, written.size,
+                                static_cast<int64_t>(written.crc32c)}, at::kLong);
+  at::Tensor all = at::empty({3 * world}, at::kLong);
+  absl::Status gathered = group_->AllGather(mine, all);
+  if (local.ok() && !gathered.ok()) local = gathered;
+  ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
+
+  if (rank == 0) {
+    checkpoint::Manifest m;
+    m.set_tag(tag);
+    m.set_world_size(world);
+    m.set_stage(options_.stage);
+    m.set_precision(PrecisionName(options_.precision));
+    std::vector<ParamSignature> signature;
+    const partition::FlatParams& fp = flat_params();
+    for (int i = 0; i < fp.num_params(); ++i) {
+      *m.add_params() = EntryOf(fp.name(i), store_->FullShape(i), fp.dtype(i));
+      signature.push_back({fp.name(i), store_->FullShape(i), c10::toString(fp.dtype(i))});
+    }
+    for (int start : fp.layout().segment_starts()) m.add_segment_starts(start);
+    const Fingerprint f = MakeFingerprint(options_, batch_, signature);
+    if (!f.parts.empty()) m.set_options_fingerprint(f.parts[0].second);
+    m.set_config_text(absl::StrCat("stage: ", options_.stage, "\nprecision: ",
+                                   PrecisionName(options_.precision), "\noptimizer: ",
+                                   optimizer_->name(), "\ntrain_batch_size: ",
+                                   batch_.train_batch_size, "\ngradient_accumulation_steps: ",
+                                   batch_.gradient_accumulation_steps, "\n"));
+    m.set_layout_world_size(store_->checkpoint_world_size());
+    m.set_bucket_numel(flat_params().layout().bucket_numel());
+    const int64_t* v = all.data_ptr<int64_t>();
+    for (int r = 0; r < world; ++r) {
+      checkpoint::ShardFileEntry* e = m.add_files();
+      e->set_name(checkpoint::ShardFileName(r));
+      e->set_rank(r);
+      e->set_size(v[3 * r + 1]);
+      e->set_crc32c(static_cast<uint32_t>(v[3 * r + 2]));
+      e->set_holds_state(store_->SavesState(r));
+    }
+    m.set_optimizer(optimizer_->name());
+    for (const std::string& name : state_names) m.add_state_arrays(name);
+    if (scaler_) {
+      const optim::LossScaler::State& s = scaler_->state();
+      m.mutable_loss_scaler()->set_scale(s.scale);
+      m.mutable_loss_scaler()->set_iteration(s.iteration);
+      m.mutable_loss_scaler()->set_last_overflow_iteration(s.last_overflow_iteration);
+      m.mutable_loss_scaler()->set_hysteresis_left(s.hysteresis_left);
+    }
+    m.set_micro_steps(micro_steps_);
+    m.set_optimizer_steps(optimizer_steps_);
+    m.set_skipped_steps(skipped_steps_);
+    m.set_lr(lr_);
+    for (const auto& [k, val] : client_state) (*m.mutable_client_state())[k] = val;
+    // The manifest, then `latest`: a crash before either leaves `latest` on the previous tag.
+    local = checkpoint::WriteManifest(absl::StrCat(tag_dir, "/", checkpoint::kManifestFileName), m);
+    if (local.ok()) local = checkpoint::WriteLatest(dir, tag);
+    local = WithPrefix(local, where);
+  }
+  return AgreeAllOk(local, where);
+}
+
+
+absl::Status Engine::CheckModelMatches(const checkpoint::CheckpointReader& reader) const {
+  const checkpoint::Manifest& m = reader.manifest();
+  const std::string what = absl::StrCat("the model differs from checkpoint ", reader.tag_dir(),
+                                        "/", checkpoint::kManifestFileName, ": ");
+  // dtypes are compared only when the precision is the same: the master is fp32 either way, so
+  // an fp32 checkpoint may resume in bf16 and vice versa.
+  const bool same_precision = m.precision() == PrecisionName(options_.precision);
+  const partition::FlatParams& fp = flat_params();
+  const int n = std::min(fp.num_params(), m.params_size());
+  for (int i = 0; i < n; ++i) {
+    const checkpoint::ParameterEntry mine = EntryOf(fp.name(i), store_->FullShape(i), fp.dtype(i));
+    const checkpoint::ParameterEntry& saved = m.params(i);
+    const bool shape_same = std::equal(mine.shape().begin(), mine.shape().end(),
+                                       saved.shape().begin(), saved.shape().end());
+    if (mine.name() != saved.name() || !shape_same ||
+        (same_precision && mine.dtype() != saved.dtype())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, "parameter #", i, " (in engine order) is ", ShapeText(saved),
+          " in the checkpoint and ", ShapeText(mine), " in the model"));
+    }
+  }
+  if (fp.num_params() != m.params_size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, "the checkpoint has ", m.params_size(), " parameters, the model ",
+        fp.num_params(), " (the first ", n, " agree)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
+    const std::string& dir, const std::string& tag) {
+  const int rank = group_->rank();
+  const std::string where = absl::StrCat("LoadCheckpoint on rank ", rank, ": ");
+  // Everything is read into temporaries first, so a rank failing leaves every engine unchanged.
+  std::unique_ptr<checkpoint::CheckpointReader> reader;
+  std::vector<at::Tensor> loaded;  // master, then one per optimizer state
+  std::vector<uint8_t> rng;
+  absl::Status local = [&]() -> absl::Status {
+    ZT_ASSIGN_OR_RETURN(reader, checkpoint::CheckpointReader::Open(dir, tag));
+    ZT_RETURN_IF_ERROR(CheckModelMatches(*reader));
+    const checkpoint::Manifest& m = reader->manifest();
+    std::vector<std::string> want(m.state_arrays().begin(), m.state_arrays().end());
+    const std::vector<std::string> have = optimizer_->state_names();
+    if (want != have) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", reader->tag_dir(), " holds optimizer states [", absl::StrJoin(want, ", "),
+          "] (", m.optimizer(), "), this engine's ", optimizer_->name(), " has [",
+          absl::StrJoin(have, ", "), "]"));
+    }
+    const std::vector<MasterRun> runs = MasterRuns();
+    std::vector<std::string> arrays = {checkpoint::kMasterArray};
+    arrays.insert(arrays.end(), have.begin(), have.end());
+    for (const std::string& a : arrays) {
+      // Padding stays zero; every real element is read, through the saved layout's offset of
+      // the same parameter, so layouts with different buckets, segments or ranks all map.
+      at::Tensor t = at::zeros({master_numel_}, at::kFloat);
+      for (const MasterRun& run : runs) {
+        ZT_RETURN_IF_ERROR(reader->ReadFlat(a, reader->param_offset(run.param) + run.param_offset,
+                                            run.numel, t.data_ptr<float>() + run.master_offset));
+      }
+      loaded.push_back(t);
+    }
+    if (m.world_size() == group_->world_size()) {
+      ZT_ASSIGN_OR_RETURN(rng, reader->ReadRankBytes(rank, checkpoint::kRngArray));
+    }
+    return absl::OkStatus();
+  }();
+  local = WithPrefix(local, where);
+  ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
+
+  const checkpoint::Manifest& m = reader->manifest();
+  try {
+    c10::NoGradGuard no_grad;
+    // Aliased, the master is the parameters themselves and this writes them too.
+    local = WriteState(loaded);
+    local = WithPrefix(local, where);
+    if (local.ok() && !master_aliases_params_) {
+      local = WithPrefix(store_->ParamsFromMaster(loaded[0].data_ptr<float>()), where);
+    }
+    if (!rng.empty()) {
+      at::Tensor state = at::empty({static_cast<int64_t>(rng.size())}, at::kByte);
+      std::memcpy(state.data_ptr<uint8_t>(), rng.data(), rng.size());
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(state);
+    }
+  } catch (const c10::Error& e) {
+    local = absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
+  }
+  if (local.ok() && scaler_ && m.has_loss_scaler()) {
+    const checkpoint::LossScalerState& s = m.loss_scaler();
+    local = scaler_->Restore({s.scale(), s.iteration(), s.last_overflow_iteration(),
+                              s.hysteresis_left()});
+  }
+  optimizer_steps_ = m.optimizer_steps();
+  skipped_steps_ = m.skipped_steps();
+  // Saves happen only at accumulation boundaries; on another world size the accumulation steps
+  // may differ, so count the boundaries passed in this run's units, not the saved micro steps.
+  micro_steps_ = (optimizer_steps_ + skipped_steps_) * batch_.gradient_accumulation_steps;
+  set_lr(m.lr());
+  backward_pending_ = false;
+  reducer_->Zero();
+  // The gather is a collective: every rank runs it, or none does. Past the first agreement this
+  // engine's state was overwritten, so a failure leaves it unusable until a load succeeds.
+  broken_ = AgreeAllOk(local, where);
+  if (!broken_.ok()) return broken_;
+  broken_ = AgreeAllOk(store_->PublishUpdate(), where);
+  if (!broken_.ok()) return broken_;
+  host_pool_->ReleaseCached();  // the load's whole-shard transients
+  return std::map<std::string, std::string>(m.client_state().begin(), m.client_state().end());
+}
+
+}  // namespace zerotrain::engine

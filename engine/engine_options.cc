@@ -1,0 +1,104 @@
+// Batch-size resolution and the cross-rank fingerprint (see engine_options.h).
+#include "engine/engine_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zerotrain::engine {
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFloat32: return "fp32";
+    case Precision::kBFloat16: return "bf16";
+    case Precision::kFloat16: return "fp16";
+  }
+  return "?";
+}
+
+const char* OffloadDeviceName(OffloadDevice d) {
+  switch (d) {
+    case OffloadDevice::kCpu: return "cpu";
+    case OffloadDevice::kNvme: return "nvme";
+    default: return "none";
+  }
+}
+
+absl::StatusOr<BatchSizes> ResolveBatchSizes(const EngineOptions& options, int world_size) {
+  int64_t train = options.train_batch_size;
+  int64_t micro = options.train_micro_batch_size_per_gpu;
+  int64_t gas = options.gradient_accumulation_steps;
+  const auto fail = [&](const char* why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch sizes: ", why, ": train_batch_size=", options.train_batch_size,
+        " train_micro_batch_size_per_gpu=", options.train_micro_batch_size_per_gpu,
+        " gradient_accumulation_steps=", options.gradient_accumulation_steps,
+        " world_size=", world_size, " (need train = micro x accumulation x world size)"));
+  };
+  if (train < 0 || micro < 0 || gas < 0 || world_size < 1) return fail("negative value");
+  if (train > 0 && micro > 0 && gas > 0) {
+    if (train != micro * gas * world_size) return fail("the values do not multiply out");
+  } else if (train > 0 && micro > 0) {
+    if (train % (micro * world_size) != 0) return fail("train is not a multiple of micro x world");
+    gas = train / (micro * world_size);
+  } else if (train > 0 && gas > 0) {
+    if (train % (gas * world_size) != 0) return fail("train is not a multiple of gas x world");
+    micro = train / (gas * world_size);
+  } else if (micro > 0) {
+    if (gas == 0) gas = 1;
+    train = micro * gas * world_size;
+  } else if (train > 0) {
+    gas = 1;
+    if (train % world_size != 0) return fail("train is not a multiple of the world size");
+    micro = train / world_size;
+  } else {
+    return fail("set at least train_batch_size or train_micro_batch_size_per_gpu");
+  }
+  return BatchSizes{train, micro, gas};
+}
+
+namespace {
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+Fingerprint MakeFingerprint(const EngineOptions& o, const BatchSizes& batch,
+                            const std::vector<ParamSignature>& params) {
+  std::string options = absl::StrCat(
+      "stage=", o.stage, " batch=", batch.train_batch_size, "/", batch.micro_batch_size, "/",
+      batch.gradient_accumulation_steps, " precision=", PrecisionName(o.precision),
+      " clip=", o.gradient_clipping, " overlap=", o.overlap_comm, " rs=", o.reduce_scatter,
+      " rbs=", o.reduce_bucket_size, " agbs=", o.allgather_bucket_size,
+      " unused=", o.ignore_unused_parameters, " opt=", static_cast<int>(o.optimizer),
+      " custom_opt=", static_cast<bool>(o.optimizer_factory), " lr=", o.adam.lr, "/", o.sgd.lr,
+      " scale=", o.fp16.loss_scale, "/", o.fp16.initial_scale_power);
+  if (o.stage == 3) {
+    // Persistence decides the layout, so it must agree; the other stage-3 knobs only steer
+    // when gathers happen, which must also match across ranks for the collectives to pair up.
+    absl::StrAppend(&options, " s3=", o.stage3.prefetch_numel, "/", o.stage3.max_live_numel, "/",
+                    o.stage3.max_reuse_distance, "/", o.stage3.persistence_threshold, "/",
+                    o.stage3.model_persistence_threshold, " init=", o.sharded_init != nullptr);
+  }
+  std::string names, shapes, dtypes;
+  for (const ParamSignature& p : params) {
+    absl::StrAppend(&names, p.name, ";");
+    absl::StrAppend(&shapes, absl::StrJoin(p.shape, "x"), ";");
+    absl::StrAppend(&dtypes, p.dtype, ";");
+  }
+  Fingerprint f;
+  f.parts = {{"engine options", Fnv1a(options)},
+             {"parameter count", static_cast<uint64_t>(params.size())},
+             {"parameter names", Fnv1a(names)},
+             {"parameter shapes", Fnv1a(shapes)},
+             {"parameter dtypes", Fnv1a(dtypes)}};
+  return f;
+}
+
+}  // namespace zerotrain::engine

@@ -1,0 +1,128 @@
+// EngineOptions: the knobs of the ZeRO engine, named after DeepSpeed's config keys, plus the two
+// checks made before any rank allocates anything: the batch-size triple, and the fingerprint of
+// options and model that all ranks must share.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "optim/adam.h"
+#include "optim/loss_scaler.h"
+#include "offload/async_file_io.h"
+#include "optim/sgd.h"
+#include "partition/stage3_options.h"
+#include "engine/shard_optimizer.h"
+
+namespace zerotrain::partition {
+class ShardedInit;
+}
+
+namespace zerotrain::engine {
+
+enum class Precision { kFloat32, kBFloat16, kFloat16 };
+const char* PrecisionName(Precision p);
+
+enum class OptimizerKind { kAdam, kSgd };  // kAdam covers AdamW through adam.adamw
+
+// Where the fp32 master weights and optimizer states live (DeepSpeed's offload_optimizer).
+// kNone: with the model ("device" memory; on a CPU-only machine that is host memory too);
+// kCpu: in host memory from a PinnedHostPool (page-locked when pin_memory and a GPU is present);
+// kNvme: in swap files under nvme_path, buffer_count sub-groups in host memory at a time.
+enum class OffloadDevice { kNone, kCpu, kNvme };
+const char* OffloadDeviceName(OffloadDevice d);  // "none", "cpu", "nvme"
+
+struct OptimizerOffloadOptions {
+  OffloadDevice device = OffloadDevice::kNone;
+  bool pin_memory = false;
+  std::string nvme_path;  // kNvme: an existing, writable directory
+  int buffer_count = 4;   // kNvme: sub-groups in host memory at once (>= 1)
+  offload::AioOptions aio;
+};
+
+// Where stage 3 keeps each rank's parameter shard between uses (DeepSpeed's offload_param):
+// kNone with the model; kCpu in host memory from a PinnedHostPool; kNvme in swap files under
+// nvme_path, one per submodule's part, read when the part is gathered (or prefetched) and
+// written after the optimizer step, except the first max_in_cpu elements, kept in host memory.
+struct ParamOffloadOptions {
+  OffloadDevice device = OffloadDevice::kNone;
+  bool pin_memory = false;
+  std::string nvme_path;
+  int64_t max_in_cpu = 1000000000;
+  offload::AioOptions aio;
+};
+
+struct EngineOptions {
+  int stage = 0;  // ZeRO stage 0, 1, 2 or 3
+  // The batch triple: 0 means "derive it"; train = micro x accumulation x world size.
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+
+  Precision precision = Precision::kFloat32;  // bf16/fp16 cast the module; master stays fp32
+  optim::LossScalerOptions fp16;              // fp16 only
+  double gradient_clipping = 0.0;             // max global L2 norm; 0 = off
+
+  bool overlap_comm = true;
+  bool reduce_scatter = true;
+  int64_t reduce_bucket_size = 500000000;     // elements, as in DeepSpeed
+  int64_t allgather_bucket_size = 500000000;  // elements in flight during the parameter all-gather
+  bool ignore_unused_parameters = false;
+  partition::Stage3Options stage3;  // stage 3 only
+  // Stages 1-3. The optimizer steps its shard one sub-group of sub_group_size elements at a time
+  // (whatever the device, so every device takes the same steps); with kNvme that is the unit
+  // swapped in and out.
+  OptimizerOffloadOptions offload_optimizer;
+  int64_t sub_group_size = 1000000000;
+  ParamOffloadOptions offload_param;  // stage 3 only
+  // Stage 3: the module was partitioned while it was built (docs/STAGE3.md); must outlive Create.
+  partition::ShardedInit* sharded_init = nullptr;
+
+  OptimizerKind optimizer = OptimizerKind::kAdam;
+  optim::AdamOptions adam = [] {
+    optim::AdamOptions a;
+    a.adamw = true;
+    a.weight_decay = 0.01;
+    return a;
+  }();
+  optim::SgdOptions sgd;
+  // Extension point: when set, the engine steps this optimizer instead of the built-in one.
+  std::function<std::unique_ptr<ShardOptimizer>()> optimizer_factory;
+};
+
+// The bucket size stage 3's layout uses, which a ShardedInit must be given.
+inline int64_t Stage3BucketNumel(const EngineOptions& o) {
+  return o.reduce_bucket_size < o.allgather_bucket_size ? o.reduce_bucket_size
+                                                        : o.allgather_bucket_size;
+}
+
+struct BatchSizes {
+  int64_t train_batch_size = 0;
+  int64_t micro_batch_size = 0;
+  int64_t gradient_accumulation_steps = 0;
+};
+
+// Fills in the missing members of the triple (any two give the third; only the micro batch gives
+// GAS 1; only the train batch gives GAS 1 and micro = train / world) and rejects values that do
+// not multiply out, with all four numbers in the message.
+absl::StatusOr<BatchSizes> ResolveBatchSizes(const EngineOptions& options, int world_size);
+
+// What every rank must agree on, as separately compared fingerprints so a mismatch can be named.
+struct Fingerprint {
+  std::vector<std::pair<std::string, uint64_t>> parts;  // ("options", h), ("parameter names", h)
+};
+
+struct ParamSignature {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;
+};
+
+Fingerprint MakeFingerprint(const EngineOptions& options, const BatchSizes& batch,
+                            const std::vector<ParamSignature>& params);
+
+}  // namespace zerotrain::engine

@@ -1,0 +1,216 @@
+// The engine's fp32 master weights and optimizer states: where offload_optimizer keeps them (a
+// SubGroupStore with the model, in host memory or on NVMe), how they are filled from the model,
+// stepped one sub-group at a time, and read and written whole for checkpoints.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "offload/pinned_host_pool.h"
+#include "offload/sub_group_store.h"
+#include "offload/swap_space.h"
+#include "tools/status_macros.h"
+#include "engine/engine.h"
+
+namespace zerotrain::engine {
+
+absl::Status Engine::InitOffload() {
+  const std::string where = absl::StrCat("Engine::Create on rank ", group_->rank(), ": ");
+  const OptimizerOffloadOptions& off = options_.offload_optimizer;
+  const ParamOffloadOptions& param = options_.offload_param;
+  if (off.device != OffloadDevice::kNone && options_.stage == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "offload_optimizer ", OffloadDeviceName(off.device), " needs ZeRO stage 1-3"));
+  }
+  if (param.device != OffloadDevice::kNone && options_.stage != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "offload_param ", OffloadDeviceName(param.device), " needs ZeRO stage 3 (stage is ",
+        options_.stage, ")"));
+  }
+  offload::PinnedHostPoolOptions po;
+  po.use_cuda_host_alloc = (off.device != OffloadDevice::kNone && off.pin_memory) ||
+                           (param.device != OffloadDevice::kNone && param.pin_memory);
+  ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create(po));
+  host_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
+  auto make_swap = [&](const std::string& path, const offload::AioOptions& aio,
+                       const char* field, std::unique_ptr<offload::SwapSpace>* out) {
+    offload::SwapSpaceOptions sw;
+    sw.directory = path;
+    sw.aio = aio;
+    auto swap = offload::SwapSpace::Create(sw);
+    if (!swap.ok()) {
+      return WithPrefix(swap.status(), absl::StrCat(where, field, " \"", path, "\": "));
+    }
+    *out = std::move(*swap);
+    return absl::OkStatus();
+  };
+  if (off.device == OffloadDevice::kNvme) {
+    ZT_RETURN_IF_ERROR(make_swap(off.nvme_path, off.aio, "offload_optimizer.nvme_path", &swap_));
+  }
+  if (param.device == OffloadDevice::kNvme) {
+    ZT_RETURN_IF_ERROR(
+        make_swap(param.nvme_path, param.aio, "offload_param.nvme_path", &param_swap_));
+  }
+  return absl::OkStatus();
+}
+
+partition::ParamShardOptions Engine::ParamShardOptionsFor() const {
+  const ParamOffloadOptions& param = options_.offload_param;
+  partition::ParamShardOptions o;
+  o.pool = host_pool_.get();
+  if (param.device == OffloadDevice::kCpu) o.device = partition::ParamDevice::kHost;
+  if (param.device == OffloadDevice::kNvme) {
+    o.device = partition::ParamDevice::kNvme;
+    o.swap = param_swap_.get();
+    o.region_prefix = absl::StrCat("rank", group_->rank(), ".param.");
+    o.max_in_cpu = param.max_in_cpu;
+  }
+  return o;
+}
+
+absl::Status Engine::InitState() {
+  const std::string where = absl::StrCat("Engine::Create on rank ", group_->rank(), ": ");
+  const OptimizerOffloadOptions& off = options_.offload_optimizer;
+  master_numel_ = store_->master_numel();
+  const std::vector<ModelRun> runs = store_->ModelRuns();
+  master_aliases_params_ = off.device == OffloadDevice::kNone && store_->ModelCanBeMaster();
+
+  offload::SubGroupStoreOptions so;
+  so.arrays = {checkpoint::kMasterArray};
+  for (const std::string& n : optimizer_->state_names()) so.arrays.push_back(n);
+  so.numel = master_numel_;
+  so.sub_group_numel = std::min(options_.sub_group_size, so.numel);
+  so.pool = host_pool_.get();
+  if (master_aliases_params_) {
+    ZT_ASSIGN_OR_RETURN(at::Tensor whole, store_->ModelRange(0, master_numel_));
+    so.external.assign(so.arrays.size(), nullptr);
+    so.external[0] = whole.data_ptr<float>();
+  }
+  if (off.device == OffloadDevice::kNvme) {
+    so.device = offload::StoreDevice::kNvme;
+    so.swap = swap_.get();
+    so.region_prefix = absl::StrCat("rank", group_->rank(), ".");
+    so.buffer_count = off.buffer_count;
+  }
+  auto store = offload::SubGroupStore::Create(so);
+  if (!store.ok()) return WithPrefix(store.status(), where);
+  state_ = std::move(*store);
+  if (master_aliases_params_) return absl::OkStatus();
+  // Every element is written: padding and states as zeros, the master from the model's values.
+  c10::NoGradGuard no_grad;
+  return WithPrefix(
+      state_->VisitAll(offload::Access::kWrite,
+                       [&](const offload::SubGroupView& v) -> absl::Status {
+                         for (float* a : v.arrays) std::memset(a, 0, v.numel * sizeof(float));
+                         at::Tensor m = at::from_blob(v.arrays[0], {v.numel}, at::kFloat);
+                         for (const ModelRun& r : runs) {
+                           const int64_t lo = std::max(r.master_offset, v.begin);
+                           const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
+                           if (lo >= hi) continue;
+                           ZT_ASSIGN_OR_RETURN(
+                               at::Tensor model,
+                               store_->ModelRange(r.model_offset + lo - r.master_offset, hi - lo));
+                           m.narrow(0, lo - v.begin, hi - lo).copy_(model);
+                         }
+                         return absl::OkStatus();
+                       }),
+      where);
+}
+
+// The optimizer runs once per piece of every sub-group, as the store cuts it (the whole
+// sub-group, or its overlap with each part of a shard on NVMe).
+absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments) {
+  const int64_t step = optimizer_steps_ + 1;
+  // `out`: the low-precision copy of [begin, end) when the store hands it out for the piece.
+  auto step_piece = [&](const offload::SubGroupView& v, int64_t begin, int64_t end,
+                        const at::Tensor& out) {
+    ShardState shard;
+    shard.begin = begin;
+    shard.numel = end - begin;
+    shard.master = v.arrays[0] + (begin - v.begin);
+    for (size_t a = 1; a < v.arrays.size(); ++a) shard.state.push_back(v.arrays[a] + (begin - v.begin));
+    // Each segment's part inside this piece, its pointers moved along with it.
+    std::vector<ShardSegment> inside;
+    for (const ShardSegment& s : segments) {
+      const int64_t lo = std::max(s.offset, begin);
+      const int64_t hi = std::min(s.offset + s.size, end);
+      if (lo >= hi) continue;
+      ShardSegment c = s;
+      c.offset = lo;
+      c.size = hi - lo;
+      c.grads = static_cast<const char*>(s.grads) + (lo - s.offset) * optim::DTypeSize(s.grad_dtype);
+      if (s.params_out != nullptr) {
+        c.params_out =
+            static_cast<char*>(s.params_out) + (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
+      } else if (out.defined()) {
+        c.params_out = static_cast<char*>(out.data_ptr()) + (lo - begin) * out.element_size();
+        c.params_out_dtype = ToOptimDtype(out.scalar_type());
+      }
+      inside.push_back(c);
+    }
+    return optimizer_->Step(step, grad_scale, shard, inside);
+  };
+  return state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
+    return store_->ForEachStepPiece(
+        v.begin, v.begin + v.numel, master_aliases_params_,
+        [&](int64_t lo, int64_t hi, const at::Tensor& out) { return step_piece(v, lo, hi, out); });
+  });
+}
+
+absl::StatusOr<std::vector<at::Tensor>> Engine::ReadState() const {
+  std::vector<at::Tensor> arrays;
+  for (int a = 0; a < state_->num_arrays(); ++a) {
+    float* resident = state_->resident(a);
+    arrays.push_back(resident != nullptr ? at::from_blob(resident, {master_numel_}, at::kFloat)
+                                         : at::empty({master_numel_}, at::kFloat));
+  }
+  if (state_->resident(0) != nullptr) return arrays;
+  ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
+    for (int a = 0; a < state_->num_arrays(); ++a) {
+      std::memcpy(arrays[a].data_ptr<float>() + v.begin, v.arrays[a], v.numel * sizeof(float));
+    }
+    return absl::OkStatus();
+  }));
+  return arrays;
+}
+
+absl::Status Engine::WriteState(const std::vector<at::Tensor>& arrays) {
+  return state_->VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
+    for (int a = 0; a < state_->num_arrays(); ++a) {
+      std::memcpy(v.arrays[a], arrays[a].data_ptr<float>() + v.begin, v.numel * sizeof(float));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<at::Tensor> Engine::MasterCopy() const {
+  at::Tensor out = at::empty({master_numel_}, at::kFloat);
+  ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
+    std::memcpy(out.data_ptr<float>() + v.begin, v.arrays[0], v.numel * sizeof(float));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status Engine::MasterFromValues(int i, const at::Tensor& values) {
+  const float* src = values.data_ptr<float>();
+  for (const MasterRun& run : store_->MasterRunsOf(i)) {
+    // Here model_offset is the offset into `values`.
+    const ModelRun r{run.master_offset, run.param_offset, run.numel};
+    ZT_RETURN_IF_ERROR(state_->Visit(
+        r.master_offset, r.master_offset + r.numel, offload::Access::kReadWrite,
+        [&](const offload::SubGroupView& v) {
+          const int64_t lo = std::max(r.master_offset, v.begin);
+          const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
+          std::memcpy(v.arrays[0] + (lo - v.begin), src + r.model_offset + (lo - r.master_offset),
+                      (hi - lo) * sizeof(float));
+          return absl::OkStatus();
+        }));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::engine

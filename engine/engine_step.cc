@@ -1,0 +1,138 @@
+// Engine::Step: the accumulation boundary's overflow agreement, global-norm clipping, the
+// optimizer step on this rank's fp32 shard and the store's publication of the update (stages 1
+// and 2 all-gather; stage 3 gathers on use, and only its persistent parameters here).
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "optim/clip_grad.h"
+#include "optim/overflow_check.h"
+#include "tools/status_macros.h"
+#include "engine/engine.h"
+
+namespace zerotrain::engine {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<optim::GradShard> AsGradShards(const std::vector<partition::GradSegment>& grads) {
+  std::vector<optim::GradShard> shards;
+  for (const auto& g : grads) {
+    shards.push_back({g.grads.data_ptr(), g.grads.numel(), ToOptimDtype(g.grads.scalar_type())});
+  }
+  return shards;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> Engine::AgreeOverflow(const std::vector<partition::GradSegment>& grads) {
+  if (!scaler_) return false;
+  ZT_ASSIGN_OR_RETURN(bool local, optim::HasInfOrNan(AsGradShards(grads)));
+  // A rank that saw inf/NaN in its shard must make every rank skip, or their weights diverge.
+  at::Tensor flag = at::full({1}, local ? 1.0f : 0.0f, at::kFloat);
+  ZT_RETURN_IF_ERROR(group_->AllReduce(flag, comm::ReduceOp::kMax));
+  return flag.item<float>() > 0;
+}
+
+absl::StatusOr<double> Engine::GradScale(const std::vector<partition::GradSegment>& grads) {
+  const double scale = loss_scale();
+  if (options_.gradient_clipping <= 0) return scale;
+  ZT_ASSIGN_OR_RETURN(double sum, optim::LocalSumOfSquares(AsGradShards(grads)));
+  if (store_->grads_sharded()) {
+    // Each rank holds a disjoint shard: the squares add up to the global norm.
+    at::Tensor t = at::full({1}, sum, at::kDouble);
+    ZT_RETURN_IF_ERROR(group_->AllReduce(t, comm::ReduceOp::kSum));
+    sum = t.item<double>();
+  }
+  const double norm = std::sqrt(sum);
+  last_grad_norm_ = norm / scale;
+  return optim::CombinedGradScale(scale, norm, options_.gradient_clipping);
+}
+
+absl::Status Engine::StepAtBoundary(double start) {
+  c10::NoGradGuard no_grad;
+  const std::vector<partition::GradSegment> grads = reducer_->OwnedGrads();
+  ZT_ASSIGN_OR_RETURN(bool overflow, AgreeOverflow(grads));
+  if (overflow) {
+    ++skipped_steps_;
+    times_.step += Now() - start;
+    return scaler_->Update(true);
+  }
+  ZT_ASSIGN_OR_RETURN(double grad_scale, GradScale(grads));
+  // The low-precision copy the optimizer writes, where the store keeps it in place (the flat
+  // buffer); a store that hands it out per piece (stage 3's shard) does so in StepOptimizer.
+  std::vector<ShardSegment> segments;
+  for (const auto& g : grads) {
+    ShardSegment s;
+    s.offset = g.shard_offset;
+    s.size = g.grads.numel();
+    s.grads = g.grads.data_ptr();
+    s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
+    const at::Tensor out = master_aliases_params_ ? at::Tensor() : store_->ParamsOut(g);
+    if (out.defined()) {
+      s.params_out = out.data_ptr();
+      s.params_out_dtype = ToOptimDtype(out.scalar_type());
+    }
+    segments.push_back(s);
+  }
+  // A rank whose optimizer failed (a swap-in from NVMe, a kernel) would not join the all-gather
+  // below, and its weights now differ from the others': every rank learns of it here.
+  ZT_RETURN_IF_ERROR(AgreeAllOk(StepOptimizer(grad_scale, segments), ""));
+  ++optimizer_steps_;
+  if (scaler_) ZT_RETURN_IF_ERROR(scaler_->Update(false));
+  const double stepped = Now();
+  times_.step += stepped - start;
+  // Stages 1/2 all-gather the updated slices; stage 3 refreshes its gathered copies.
+  ZT_RETURN_IF_ERROR(store_->PublishUpdate());
+  times_.allgather += Now() - stepped;
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Step() {
+  const double start = Now();
+  if (!broken_.ok()) return BrokenError();
+  if (!backward_pending_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Step on rank ", group_->rank(), " (micro step ", micro_steps_,
+        "): no Backward() since the last Step(); call Backward(loss) first"));
+  }
+  backward_pending_ = false;
+  ++micro_steps_;
+  if (micro_steps_ % batch_.gradient_accumulation_steps != 0) {
+    last_call_end_ = Now();
+    return absl::OkStatus();
+  }
+  absl::Status status;
+  try {
+    status = StepAtBoundary(start);
+  } catch (const c10::Error& e) {
+    status = absl::InternalError(e.what_without_backtrace());
+  }
+  reducer_->Zero();
+  last_times_ = times_;
+  times_ = StepTimes();
+  last_call_end_ = Now();
+  if (!status.ok()) {
+    // Ranks may have stepped different shards, or some gathered and others not.
+    broken_ = absl::Status(status.code(), absl::StrCat("Step on rank ", group_->rank(),
+                                                       " (optimizer step ", optimizer_steps_ + 1,
+                                                       "): ", status.message()));
+    return broken_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::BrokenError() const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "rank ", group_->rank(), ": the engine's state is inconsistent since an earlier failure (",
+      broken_.message(), "); load a checkpoint (LoadCheckpoint) or build a new engine"));
+}
+
+}  // namespace zerotrain::engine

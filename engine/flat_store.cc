@@ -1,0 +1,167 @@
+// FlatStore: stages 0-2's flat buffer, its master runs, the stage 1/2 all-gather after a step,
+// and the stage 0 checkpoint layout (one rank's, without the padding between dtype groups).
+#include "engine/flat_store.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "optim/precision.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::engine {
+
+absl::StatusOr<std::unique_ptr<ParamStore>> FlatStore::Create(const ParamStoreInputs& in) {
+  comm::ProcessGroup* group = in.group;
+  const std::string where = absl::StrCat("Engine::Create on rank ", group->rank(), ": ");
+  auto flat = partition::FlatParams::Create(in.params, group->world_size(),
+                                            in.options->reduce_bucket_size);
+  ZT_RETURN_IF_ERROR(AgreeAllOk(group, flat.status(), where));
+  std::unique_ptr<FlatStore> store(new FlatStore(std::move(*flat), group, in.options->stage,
+                                                 in.options->allgather_bucket_size));
+  ZT_RETURN_IF_ERROR(store->BroadcastFlat());
+  return std::unique_ptr<ParamStore>(std::move(store));
+}
+
+absl::Status FlatStore::BroadcastFlat() {
+  // As DDP and deepspeed.initialize do: however each rank initialised its module, training starts
+  // from rank 0's parameters, one collective per dtype group.
+  try {
+    c10::NoGradGuard no_grad;
+    for (const at::Tensor& part : flat_.flat().parts()) {
+      ZT_RETURN_IF_ERROR(group_->Broadcast(part, 0));
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("Engine::Create: broadcasting rank 0's parameters: ",
+                                            e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+int64_t FlatStore::master_numel() const {
+  return stage_ == 0 ? flat_.layout().padded_numel() : flat_.layout().shard_numel();
+}
+
+std::vector<ModelRun> FlatStore::ModelRuns() const {
+  std::vector<ModelRun> runs;
+  if (stage_ == 0) {
+    for (const partition::FlatGroup& g : flat_.groups()) runs.push_back({g.begin, g.begin, g.numel});
+    return runs;
+  }
+  const partition::ShardLayout& layout = flat_.layout();
+  for (int k = 0; k < static_cast<int>(layout.buckets().size()); ++k) {
+    const partition::LayoutBucket& b = layout.buckets()[k];
+    runs.push_back({b.shard_offset, layout.OwnedBegin(k, group_->rank()), b.slice});
+  }
+  return runs;
+}
+
+std::vector<MasterRun> FlatStore::MasterRunsOf(int i) const {
+  const partition::ShardLayout& layout = flat_.layout();
+  if (stage_ == 0) return {{i, 0, layout.param_numel(i), layout.param_offset(i)}};
+  std::vector<MasterRun> runs;
+  for (const partition::ParamPiece& piece : layout.PiecesOf(i)) {
+    if (piece.rank == group_->rank()) {
+      runs.push_back({i, piece.param_offset, piece.numel, piece.shard_offset});
+    }
+  }
+  return runs;
+}
+
+bool FlatStore::ModelCanBeMaster() const {
+  // Only stage 0 holds the whole master, laid out as the flat buffer.
+  return stage_ == 0 && flat_.groups().size() == 1 && flat_.groups()[0].dtype == at::kFloat;
+}
+
+absl::StatusOr<at::Tensor> FlatStore::ModelRange(int64_t begin, int64_t numel) const {
+  return flat_.flat().Range(begin, numel);
+}
+
+at::Tensor FlatStore::ParamsOut(const partition::GradSegment& g) const {
+  return flat_.flat().Range(g.flat_begin, g.grads.numel());
+}
+
+absl::Status FlatStore::ForEachStepPiece(int64_t begin, int64_t end, bool aliased,
+                                         const PieceFn& fn) {
+  return fn(begin, end, at::Tensor());  // ParamsOut already points into the flat buffer
+}
+
+absl::Status FlatStore::PublishUpdate() { return stage_ == 0 ? absl::OkStatus() : GatherParams(); }
+
+absl::Status FlatStore::GatherParams() {
+  const partition::ShardLayout& layout = flat_.layout();
+  const int world = group_->world_size();
+  // Each all-gather moves at most allgather_bucket_size elements: a bucket whole, or the same
+  // columns of every rank's slice of it, which the [world, slice] view of the bucket makes a
+  // [world, columns] tensor with contiguous rows (comm's row form of AllGather).
+  const int64_t columns = std::max<int64_t>(1, allgather_bucket_size_ / world);
+  std::vector<comm::Work> works;
+  int64_t in_flight = 0;
+  for (const partition::LayoutBucket& b : layout.buckets()) {
+    const at::Tensor rows = flat_.flat().Range(b.begin, b.numel).view({world, b.slice});
+    for (int64_t c = 0; c < b.slice; c += columns) {
+      const int64_t n = std::min(columns, b.slice - c);
+      if (!works.empty() && in_flight + n * world > allgather_bucket_size_) {
+        ZT_RETURN_IF_ERROR(comm::WaitAll(works));
+        works.clear();
+        in_flight = 0;
+      }
+      // In place: this rank's row is its own updated slice (no copy). Narrowed to the whole
+      // width, the view is the contiguous bucket itself.
+      at::Tensor out = rows.narrow(1, c, n);
+      works.push_back(group_->AllGatherAsync(out.select(0, group_->rank()), out));
+      in_flight += n * world;
+    }
+  }
+  return comm::WaitAll(works);
+}
+
+absl::Status FlatStore::ParamsFromMaster(const float* master) {
+  // The same fp32 -> bf16/fp16 rounding the optimizer kernels use for their params_out.
+  const partition::ShardLayout& layout = flat_.layout();
+  for (int i = 0; i < layout.num_params(); ++i) {
+    for (const MasterRun& run : MasterRunsOf(i)) {
+      const at::Tensor out =
+          flat_.flat().Range(layout.param_offset(run.param) + run.param_offset, run.numel);
+      optim::ConvertFromFloat(master + run.master_offset, out.data_ptr(),
+                              ToOptimDtype(out.scalar_type()), run.numel);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> FlatStore::FullShape(int i) const {
+  return flat_.params()[i].second.sizes().vec();
+}
+
+void FlatStore::AddParamBytes(ModelStateBytes* bytes) const {
+  bytes->params = flat_.flat().nbytes();
+}
+
+std::vector<at::Tensor> FlatStore::ToCheckpointLayout(const std::vector<at::Tensor>& arrays) const {
+  if (stage_ > 0) return arrays;
+  const partition::ShardLayout& layout = flat_.layout();
+  std::vector<at::Tensor> out;
+  if (flat_.groups().size() == 1) {
+    // One group has no gaps: the 1-rank layout is the front of the padded master.
+    for (const at::Tensor& a : arrays) out.push_back(a.narrow(0, 0, layout.numel()));
+    return out;
+  }
+  // The padding that starts each dtype group on a multiple of the world size is not in the
+  // 1-rank layout: close the gaps.
+  std::vector<int64_t> compact(layout.num_params() + 1, 0);
+  for (int i = 0; i < layout.num_params(); ++i) compact[i + 1] = compact[i] + layout.param_numel(i);
+  for (const at::Tensor& a : arrays) {
+    at::Tensor c = at::empty({layout.numel()}, at::kFloat);
+    for (int i = 0; i < layout.num_params(); ++i) {
+      c.narrow(0, compact[i], layout.param_numel(i))
+          .copy_(a.narrow(0, layout.param_offset(i), layout.param_numel(i)));
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace zerotrain::engine

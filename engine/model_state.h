@@ -1,0 +1,35 @@
+// Model-state memory per rank: what the engine holds, by category, and the ZeRO paper's formula
+// for the same configuration (Psi parameters, N ranks, Adam-style optimizer with two fp32 moments).
+//   mixed precision (bf16/fp16 params and gradients, fp32 master + 2 moments, K = 12):
+//     stage 0: 16 Psi        stage 1: 4 Psi + 12 Psi / N        stage 2: 2 Psi + 14 Psi / N
+//   fp32 (the parameters are the master weights at stage 0; stages 1 and 2 keep a separate fp32
+//   master shard, as DeepSpeed does):
+//     stage 0: 16 Psi        stage 1: 8 Psi + 12 Psi / N        stage 2: 4 Psi + 16 Psi / N
+//   stage 3, either precision: 16 Psi / N (fp32: the parameter shard is the master shard), plus
+//   the persistent parameters every rank keeps whole and the gathered ones alive during a step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zerotrain::engine {
+
+struct ModelStateBytes {
+  int64_t params = 0;            // the model's parameters (the flat buffer), model dtype
+  int64_t grads = 0;             // persistent gradient storage
+  int64_t master = 0;            // fp32 master weights not aliasing the parameters
+  int64_t optimizer_states = 0;  // moments / momentum
+  int64_t buffers = 0;           // non-trainable module buffers (not in the formula)
+  // offload_optimizer cpu/nvme: the master weights and optimizer states are not with the model
+  // (master and optimizer_states are 0) but here: host memory (cpu: all of them; nvme: the
+  // buffer_count sub-group buffers) and swap-file bytes. Not in total(), which is the model's.
+  int64_t offloaded_host = 0;
+  int64_t offloaded_nvme = 0;
+  int64_t total() const { return params + grads + master + optimizer_states; }
+  std::string ToString() const;
+};
+
+// The formula above, in bytes, for `psi` elements (padded flat size), `world` ranks and Adam.
+double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world);
+
+}  // namespace zerotrain::engine

@@ -1,0 +1,62 @@
+// ShardOptimizer: the engine's optimizer extension point. An optimizer steps fp32 master weights
+// from gradient segments; the master weights and the optimizer's per-element state arrays belong
+// to the engine, which keeps them with the model, in host memory or on NVMe (offload_optimizer)
+// and hands them over one sub-group at a time as a ShardState. So an optimizer holds no
+// per-element memory of its own: it names its state arrays and updates what it is given. It may
+// write the updated values, converted, into `params_out` (the model's own parameters). The
+// built-in implementations wrap optim/'s fused AdamW/Adam and SGD kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "optim/adam.h"
+#include "optim/precision.h"
+#include "optim/sgd.h"
+
+namespace zerotrain::engine {
+
+struct ShardSegment {
+  int64_t offset = 0;  // shard element of the first value this segment updates
+  int64_t size = 0;
+  const void* grads = nullptr;  // `size` gradients, not yet divided by grad_scale
+  optim::DType grad_dtype = optim::DType::kFloat32;
+  void* params_out = nullptr;   // optional: where the updated values go in the model's dtype
+  optim::DType params_out_dtype = optim::DType::kFloat32;
+};
+
+// Shard elements [begin, begin + numel) of the master weights and of each state array, in
+// memory for the duration of one Step call; element `begin` is at index 0.
+struct ShardState {
+  int64_t begin = 0;
+  int64_t numel = 0;
+  float* master = nullptr;
+  std::vector<float*> state;  // in state_names() order, zero before the first step
+};
+
+class ShardOptimizer {
+ public:
+  virtual ~ShardOptimizer() = default;
+  virtual std::string name() const = 0;
+  // The fp32 arrays of one element per master weight the optimizer needs ("exp_avg", ...);
+  // checkpoints save them under these names. Empty for a stateless optimizer.
+  virtual std::vector<std::string> state_names() const = 0;
+  // Optimizer step `step` (1, 2, ... counting only steps taken, not skipped ones) for the
+  // segments that fall in `shard` (each lies inside it). The engine calls it once per sub-group
+  // with the same `step`. Gradients are divided by `grad_scale` (loss scale times the clipping
+  // factor) before use.
+  virtual absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
+                            absl::Span<const ShardSegment> segments) = 0;
+  virtual void set_lr(double lr) = 0;
+};
+
+std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions& options);
+std::unique_ptr<ShardOptimizer> MakeSgdShardOptimizer(const optim::SgdOptions& options);
+
+}  // namespace zerotrain::engine

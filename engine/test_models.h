@@ -1,0 +1,78 @@
+// Test support for the engine: tiny networks (an MLP, the same MLP half in bf16, a pre-norm
+// transformer block, one with a tied matrix and a submodule called twice, a stack of layers),
+// deterministic global batches, the process-group join SpawnRanks children use, and the
+// independent reference: a plain single-process LibTorch loop with torch::optim::AdamW.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/comm.h"
+
+namespace zerotrain::engine {
+class Engine;
+}
+
+namespace zerotrain::engine::testing {
+
+// kMixedMlp is kMlp with its second layer in bf16 (two dtype groups in an fp32 engine).
+enum class ModelKind { kMlp, kTransformer, kTied, kStack, kMixedMlp };
+const char* ModelName(ModelKind kind);
+
+struct TestNet : torch::nn::Module {
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
+// Same weights in every process for the same kind (seeded inside).
+std::shared_ptr<TestNet> MakeNet(ModelKind kind);
+
+// kStack built layer by layer with its own seed, calling `after_layer` on each layer right after
+// it is built (where a model opts in to partitioning at construction). MakeNet(kStack) is
+// MakeStack(seed 100, no callback).
+std::shared_ptr<TestNet> MakeStack(uint64_t seed,
+                                   const std::function<void(torch::nn::Module&)>& after_layer);
+
+struct Batch {
+  torch::Tensor x, y;
+};
+// The global batch of step `step`, identical in every process.
+Batch GlobalBatch(ModelKind kind, int step, int64_t size);
+
+// The module's parameters, each once (LibTorch lists a shared tensor under every name).
+std::vector<torch::Tensor> UniqueParameters(torch::nn::Module& net);
+
+// Mean squared error computed in fp32 whatever the model's dtype.
+torch::Tensor Loss(TestNet& net, const torch::Tensor& x, const torch::Tensor& y);
+
+absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> JoinGroupFromEnv(
+    const comm::GroupOptions& options = {});
+
+struct ReferenceOptions {
+  int steps = 20;
+  int64_t batch = 16;
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  double clip = 0;  // max global norm, 0 = off
+};
+
+struct ReferenceRun {
+  std::shared_ptr<TestNet> net;
+  std::vector<double> losses;  // full-batch loss before each step
+};
+
+ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& options);
+
+// "" when every parameter of `got` matches the same-named one of `want` within
+// atol + rtol * |want|; otherwise the worst element, named.
+std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol);
+
+// `steps` optimizer steps (one micro-batch each) in which every rank trains on the whole
+// GlobalBatch(kind, step, batch), the forward inside the engine's forward scope.
+absl::Status TrainSteps(Engine& engine, TestNet& net, ModelKind kind, int steps, int64_t batch);
+
+}  // namespace zerotrain::engine::testing

@@ -1,0 +1,50 @@
+// Loading the trainer's configuration: --config=run.pbtxt (protobuf text), --ds_config=ds.json
+// (DeepSpeed JSON), both, or neither (trainer/configs/default.pbtxt, compiled into the binary).
+// The result is a TrainerConfigProto with every "auto" resolved; ValidateConfig
+// (config_validate.h) turns it into the options each module takes. docs/CONFIG.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/config/config.pb.h"
+
+namespace zerotrain::trainer {
+
+struct ConfigSources {
+  std::string pbtxt_path;    // --config
+  std::string ds_json_path;  // --ds_config
+};
+
+// Reads and merges the sources. With both, the JSON gives the DeepSpeed sections and the pbtxt
+// the rest; a field set in both files is an error naming the field, both files and both values.
+// Warnings (unknown JSON keys, deprecated spellings) are appended to `warnings`.
+absl::StatusOr<TrainerConfigProto> LoadConfigProto(const ConfigSources& sources,
+                                                   std::vector<std::string>* warnings);
+
+// Protobuf text → proto; errors carry `file`:line:column. Unknown fields are errors: the pbtxt
+// is zerotrain's own format, where a misspelt key is a mistake rather than another tool's key.
+absl::StatusOr<TrainerConfigProto> ParsePbtxt(const std::string& text, const std::string& file);
+
+// The built-in trainer/configs/default.pbtxt.
+std::string DefaultConfigPbtxt();
+
+// Resolves the fields a JSON file wrote as "auto" (dotted paths) in `config`, which already holds
+// everything else: batch sizes stay unset (derived by ResolveBatchSizes), bucket sizes follow
+// model.n_embd as DeepSpeed's Hugging Face integration does, scheduler totals and peaks follow
+// run.steps and the optimizer's lr. A field `config` already sets (from the pbtxt) keeps that
+// value; any other "auto" is an error naming the field.
+absl::Status ResolveAutoFields(const std::vector<std::string>& auto_fields, const std::string& file,
+                               TrainerConfigProto* config);
+
+// Sets every unset field that has a declared default to it, and creates a section only if it
+// then holds something: the effective configuration, explicit.
+void FillDefaults(google::protobuf::Message* config);
+
+// The configuration with defaults filled in, as protobuf text (for --print_config). Give it
+// TrainerConfig::effective to include what ValidateConfig derived (batch triple, model sizes).
+std::string PrintConfig(const TrainerConfigProto& config);
+
+}  // namespace zerotrain::trainer

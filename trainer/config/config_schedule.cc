@@ -1,0 +1,218 @@
+// scheduler {type, params} → LrScheduleOptions and the schedule itself (config_schedule.h).
+#include "trainer/config/config_schedule.h"
+
+#include <set>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+
+const std::vector<std::string> kWarmup = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+                                          "warmup_type"};
+
+// The parameters each type takes, DeepSpeed's constructor arguments minus the optimizer.
+std::vector<std::string> Allowed(const std::string& type) {
+  std::vector<std::string> names;
+  if (type == "WarmupLR") names = kWarmup;
+  if (type == "WarmupDecayLR") names = kWarmup, names.push_back("total_num_steps");
+  if (type == "WarmupCosineLR") {
+    names = {"total_num_steps", "warmup_min_ratio", "warmup_num_steps", "cos_min_ratio",
+             "warmup_type"};
+  }
+  if (type == "OneCycle") {
+    names = {"cycle_min_lr",
+             "cycle_max_lr",
+             "decay_lr_rate",
+             "cycle_first_step_size",
+             "cycle_second_step_size",
+             "cycle_first_stair_count",
+             "cycle_second_stair_count",
+             "decay_step_size",
+             "cycle_momentum",
+             "cycle_min_mom",
+             "cycle_max_mom",
+             "decay_mom_rate"};
+  }
+  if (type == "LRRangeTest") {
+    names = {"lr_range_test_min_lr", "lr_range_test_step_size", "lr_range_test_step_rate",
+             "lr_range_test_staircase"};
+  }
+  names.push_back("last_batch_iteration");
+  return names;
+}
+
+absl::StatusOr<optim::WarmupType> WarmupTypeOf(const SchedulerParams& p) {
+  if (!p.has_warmup_type() || p.warmup_type() == "log") return optim::WarmupType::kLog;
+  if (p.warmup_type() == "linear") return optim::WarmupType::kLinear;
+  return absl::InvalidArgumentError(absl::StrCat("scheduler.params.warmup_type = \"",
+                                                 p.warmup_type(), "\": expected log or linear"));
+}
+
+absl::StatusOr<optim::WarmupLROptions> Warmup(const SchedulerParams& p, SchedulerParams* e) {
+  optim::WarmupLROptions o;
+  if (p.has_warmup_min_lr()) o.warmup_min_lr = p.warmup_min_lr();
+  if (p.has_warmup_max_lr()) o.warmup_max_lr = p.warmup_max_lr();
+  if (p.has_warmup_num_steps()) o.warmup_num_steps = p.warmup_num_steps();
+  ZT_ASSIGN_OR_RETURN(o.warmup_type, WarmupTypeOf(p));
+  e->set_warmup_min_lr(o.warmup_min_lr);
+  e->set_warmup_max_lr(o.warmup_max_lr);
+  e->set_warmup_num_steps(o.warmup_num_steps);
+  e->set_warmup_type(o.warmup_type == optim::WarmupType::kLog ? "log" : "linear");
+  return o;
+}
+
+absl::StatusOr<optim::WarmupCosineLROptions> Cosine(const SchedulerParams& p, double lr,
+                                                    int64_t steps, SchedulerParams* e) {
+  optim::WarmupCosineLROptions o;
+  o.lr = lr;
+  o.total_num_steps = p.has_total_num_steps() ? p.total_num_steps() : steps;
+  if (p.has_warmup_min_ratio()) o.warmup_min_ratio = p.warmup_min_ratio();
+  if (p.has_warmup_num_steps()) o.warmup_num_steps = p.warmup_num_steps();
+  if (p.has_cos_min_ratio()) o.cos_min_ratio = p.cos_min_ratio();
+  ZT_ASSIGN_OR_RETURN(o.warmup_type, WarmupTypeOf(p));
+  e->set_total_num_steps(o.total_num_steps);
+  e->set_warmup_min_ratio(o.warmup_min_ratio);
+  e->set_warmup_num_steps(o.warmup_num_steps);
+  e->set_cos_min_ratio(o.cos_min_ratio);
+  e->set_warmup_type(o.warmup_type == optim::WarmupType::kLog ? "log" : "linear");
+  return o;
+}
+
+optim::OneCycleOptions Cycle(const SchedulerParams& p, SchedulerParams* e) {
+  optim::OneCycleOptions o;
+  // Each present field overrides the default; the effective section lists them all.
+#define ZT_ONE_CYCLE(name)               \
+  if (p.has_##name()) o.name = p.name(); \
+  e->set_##name(o.name)
+  ZT_ONE_CYCLE(cycle_min_lr);
+  ZT_ONE_CYCLE(cycle_max_lr);
+  ZT_ONE_CYCLE(decay_lr_rate);
+  ZT_ONE_CYCLE(cycle_first_step_size);
+  ZT_ONE_CYCLE(cycle_first_stair_count);
+  ZT_ONE_CYCLE(decay_step_size);
+  ZT_ONE_CYCLE(cycle_momentum);
+  ZT_ONE_CYCLE(cycle_min_mom);
+  ZT_ONE_CYCLE(cycle_max_mom);
+  ZT_ONE_CYCLE(decay_mom_rate);
+#undef ZT_ONE_CYCLE
+  if (p.has_cycle_second_step_size()) o.cycle_second_step_size = p.cycle_second_step_size();
+  if (p.has_cycle_second_stair_count()) o.cycle_second_stair_count = p.cycle_second_stair_count();
+  return o;
+}
+
+optim::LRRangeTestOptions RangeTest(const SchedulerParams& p, SchedulerParams* e) {
+  optim::LRRangeTestOptions o;
+  if (p.has_lr_range_test_min_lr()) o.lr_range_test_min_lr = p.lr_range_test_min_lr();
+  if (p.has_lr_range_test_step_size()) o.lr_range_test_step_size = p.lr_range_test_step_size();
+  if (p.has_lr_range_test_step_rate()) o.lr_range_test_step_rate = p.lr_range_test_step_rate();
+  if (p.has_lr_range_test_staircase()) o.lr_range_test_staircase = p.lr_range_test_staircase();
+  e->set_lr_range_test_min_lr(o.lr_range_test_min_lr);
+  e->set_lr_range_test_step_size(o.lr_range_test_step_size);
+  e->set_lr_range_test_step_rate(o.lr_range_test_step_rate);
+  e->set_lr_range_test_staircase(o.lr_range_test_staircase);
+  return o;
+}
+
+// DeepSpeed looks the type up by its exact name; any case is accepted here.
+absl::StatusOr<std::string> CanonicalType(const std::string& type) {
+  for (const char* known :
+       {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"}) {
+    if (absl::EqualsIgnoreCase(type, known)) return std::string(known);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "scheduler.type = \"", type,
+      "\": unknown scheduler (known: WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, "
+      "LRRangeTest)"));
+}
+
+}  // namespace
+
+absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& config,
+                                                     double optimizer_lr, int64_t run_steps,
+                                                     SchedulerConfig* effective) {
+  LrScheduleOptions out;
+  if (!config.has_type()) {
+    if (config.params().ByteSizeLong() > 0) {
+      return absl::InvalidArgumentError("scheduler.params is set but scheduler.type is not");
+    }
+    return out;
+  }
+  ZT_ASSIGN_OR_RETURN(out.type, CanonicalType(config.type()));
+  const SchedulerParams& p = config.params();
+  std::vector<const FieldDescriptor*> set;
+  p.GetReflection()->ListFields(p, &set);
+  const std::vector<std::string> allowed = Allowed(out.type);
+  for (const FieldDescriptor* fd : set) {
+    if (std::find(allowed.begin(), allowed.end(), fd->name()) == allowed.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("scheduler.params.", fd->name(), ": not a parameter of ", out.type,
+                       " (it takes ", absl::StrJoin(allowed, ", "), ")"));
+    }
+  }
+  if (p.has_last_batch_iteration() && p.last_batch_iteration() != -1) {
+    return absl::UnimplementedError(
+        absl::StrCat("scheduler.params.last_batch_iteration = ", p.last_batch_iteration(),
+                     ": not supported; a resumed run (run.resume_from) continues the schedule from the "
+                     "checkpoint's step"));
+  }
+  effective->set_type(out.type);
+  SchedulerParams* e = effective->mutable_params();
+  e->Clear();
+  if (out.type == "WarmupLR") {
+    ZT_ASSIGN_OR_RETURN(out.options, Warmup(p, e));
+  } else if (out.type == "WarmupDecayLR") {
+    optim::WarmupDecayLROptions o;
+    ZT_ASSIGN_OR_RETURN(o.warmup, Warmup(p, e));
+    o.total_num_steps = p.has_total_num_steps() ? p.total_num_steps() : run_steps;
+    e->set_total_num_steps(o.total_num_steps);
+    out.options = o;
+  } else if (out.type == "WarmupCosineLR") {
+    ZT_ASSIGN_OR_RETURN(out.options, Cosine(p, optimizer_lr, run_steps, e));
+  } else if (out.type == "OneCycle") {
+    out.options = Cycle(p, e);
+  } else {
+    out.options = RangeTest(p, e);
+  }
+  if (absl::StatusOr<std::unique_ptr<optim::LrSchedule>> made = MakeLrSchedule(out); !made.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler (", out.type, "): ", made.status().message()));
+  }
+  return out;
+}
+
+namespace {
+
+// One overload per schedule, so MakeLrSchedule's visitor is a single generic lambda.
+auto Create(const optim::WarmupLROptions& o) { return optim::WarmupLR::Create(o); }
+auto Create(const optim::WarmupDecayLROptions& o) { return optim::WarmupDecayLR::Create(o); }
+auto Create(const optim::WarmupCosineLROptions& o) { return optim::WarmupCosineLR::Create(o); }
+auto Create(const optim::OneCycleOptions& o) { return optim::OneCycle::Create(o); }
+auto Create(const optim::LRRangeTestOptions& o) { return optim::LRRangeTest::Create(o); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<optim::LrSchedule>> MakeLrSchedule(
+    const LrScheduleOptions& options) {
+  using Result = absl::StatusOr<std::unique_ptr<optim::LrSchedule>>;
+  return std::visit(
+      [](const auto& o) -> Result {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, std::monostate>) {
+          return std::unique_ptr<optim::LrSchedule>();  // constant lr
+        } else {
+          auto made = Create(o);
+          if (!made.ok()) return made.status();
+          using Schedule = typename decltype(made)::value_type;
+          return std::unique_ptr<optim::LrSchedule>(std::make_unique<Schedule>(*std::move(made)));
+        }
+      },
+      options.options);
+}
+
+}  // namespace zerotrain::trainer

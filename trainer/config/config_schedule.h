@@ -1,0 +1,33 @@
+// The scheduler section → one of optim/lr_schedules.h's schedules. Parameters follow DeepSpeed's
+// constructors: a parameter the chosen type does not take is an error (Python would raise a
+// TypeError for the unexpected keyword), a missing one takes that schedule's default.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "absl/status/statusor.h"
+#include "optim/lr_schedules.h"
+#include "trainer/config/config.pb.h"
+
+namespace zerotrain::trainer {
+
+struct LrScheduleOptions {
+  std::string type;  // DeepSpeed's spelling ("WarmupDecayLR"); empty = constant lr
+  std::variant<std::monostate, optim::WarmupLROptions, optim::WarmupDecayLROptions,
+               optim::WarmupCosineLROptions, optim::OneCycleOptions, optim::LRRangeTestOptions>
+      options;
+};
+
+// `optimizer_lr` is WarmupCosineLR's base lr; `run_steps` is total_num_steps when the section
+// leaves it out. The resolved parameters are written back into `effective` (for --print_config).
+absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& config,
+                                                     double optimizer_lr, int64_t run_steps,
+                                                     SchedulerConfig* effective);
+
+// nullptr for a constant lr (no scheduler section).
+absl::StatusOr<std::unique_ptr<optim::LrSchedule>> MakeLrSchedule(
+    const LrScheduleOptions& options);
+
+}  // namespace zerotrain::trainer

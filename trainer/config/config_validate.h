@@ -1,0 +1,67 @@
+// ValidateConfig: the one place a TrainerConfigProto is checked, turning it into the option
+// structs each module takes. Errors name the field (dotted path) and the value; DeepSpeed keys
+// zerotrain does not implement are an error when set to something that needs the feature, and
+// keys that are meaningless here (model parallelism) are warnings. docs/CONFIG.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "recompute/activation_checkpoint.h"
+#include "trainer/config/config.pb.h"
+#include "trainer/config/config_schedule.h"
+#include "trainer/data/data_options.h"
+#include "engine/engine_options.h"
+#include "trainer/metrics/metrics_options.h"
+#include "trainer/model/gpt.h"
+
+namespace zerotrain::trainer {
+
+// The trainer loop's own settings (run section plus DeepSpeed's logging keys).
+struct RunOptions {
+  int64_t steps = 0;  // optimizer steps
+  uint64_t seed = 0;
+  std::string output_dir;
+  int64_t eval_interval = 0;  // optimizer steps between eval losses; 0 = only at the end
+  int64_t eval_iters = 0;     // micro-batches per eval loss
+  int64_t steps_per_print = 0;
+  bool wall_clock_breakdown = false;
+  int64_t sample_tokens = 0;  // generated after training; 0 = none
+  int64_t save_interval = 0;  // checkpoints into <output_dir>/checkpoints; 0 = none
+  std::string resume_from;    // a checkpoint directory to continue from; "" = fresh start
+  bool check_calls = true;    // comm::GroupOptions::check_calls
+  bool shm_backend = false;   // run.dist_backend "shm": comm::BackendKind::kShm, else kGloo
+};
+
+// DeepSpeed's comms_logger. The comm layer records every op when GroupOptions::log_ops is set
+// (map `enabled` to it); the trainer prints CommLog::Summary() at the end, restricted to
+// prof_ops unless prof_all. verbose: one line per op; debug: the caller's name (not recorded by
+// the comm layer; accepted and ignored).
+struct CommsLoggerOptions {
+  bool enabled = false;
+  bool verbose = false;
+  bool prof_all = true;
+  bool debug = false;
+  std::vector<std::string> prof_ops;  // all_reduce, reduce_scatter, all_gather, broadcast, barrier
+};
+
+struct TrainerConfig {
+  engine::EngineOptions engine;  // batch triple as configured (ResolveBatchSizes has checked it)
+  engine::BatchSizes batch;      // the resolved triple for the validated world size
+  GptOptions model;
+  DataOptions data;
+  MetricsOptions metrics;
+  recompute::ActivationCheckpointOptions activation_checkpointing;
+  LrScheduleOptions scheduler;  // MakeLrSchedule(scheduler) builds it
+  CommsLoggerOptions comms_logger;
+  RunOptions run;
+  // The input with every default and derived value written in: PrintConfig(effective).
+  TrainerConfigProto effective;
+};
+
+absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, int world_size,
+                                             std::vector<std::string>* warnings);
+
+}  // namespace zerotrain::trainer

@@ -1,0 +1,158 @@
+// The trainer's own sections and the monitors (config_validate_sections.h).
+#include "trainer/config/config_validate_sections.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+template <typename T>
+absl::Status Invalid(const std::string& path, const T& value, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(path, " = ", value, ": ", why));
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// number_checkpoints (DeepSpeed: how many checkpoints the model makes) → every k-th block.
+absl::StatusOr<int64_t> CheckpointEvery(const TrainerConfigProto& c, int64_t n_layer,
+                                        std::vector<std::string>* warnings) {
+  if (c.model().has_checkpoint_every()) return c.model().checkpoint_every();
+  const ActivationCheckpointingConfig& ac = c.activation_checkpointing();
+  if (ac.has_number_checkpoints()) {
+    if (ac.number_checkpoints() <= 0) {
+      return Invalid("activation_checkpointing.number_checkpoints", ac.number_checkpoints(),
+                     "must be positive");
+    }
+    // n_layer itself is checked later (ValidateGptOptions); here it only must not divide by 0.
+    if (n_layer <= 0) return 0;
+    return CeilDiv(n_layer, std::min(ac.number_checkpoints(), n_layer));
+  }
+  if (c.has_activation_checkpointing()) {
+    warnings->push_back(
+        "activation_checkpointing: neither number_checkpoints nor "
+        "model.checkpoint_every is set, so no block is checkpointed");
+  }
+  return 0;
+}
+
+void WarnModelParallelKeys(const ActivationCheckpointingConfig& ac,
+                           std::vector<std::string>* warnings) {
+  const std::pair<bool, const char*> keys[] = {
+      {ac.partition_activations(), "partition_activations"},
+      {ac.contiguous_memory_optimization(), "contiguous_memory_optimization"},
+      {ac.synchronize_checkpoint_boundary(), "synchronize_checkpoint_boundary"},
+  };
+  for (const auto& [set, name] : keys) {
+    if (set) {
+      warnings->push_back(absl::StrCat("activation_checkpointing.", name,
+                                       " = true: ignored; it needs model parallelism, which "
+                                       "zerotrain does not have"));
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
+  const RunConfig& r = c.run();
+  if (r.steps() <= 0) return Invalid("run.steps", r.steps(), "must be positive");
+  if (r.eval_interval() < 0) return Invalid("run.eval_interval", r.eval_interval(), "must be >= 0");
+  if (r.eval_iters() <= 0) return Invalid("run.eval_iters", r.eval_iters(), "must be positive");
+  if (r.sample_tokens() < 0) return Invalid("run.sample_tokens", r.sample_tokens(), "must be >= 0");
+  if (r.output_dir().empty()) return Invalid("run.output_dir", "\"\"", "must name a directory");
+  if (r.save_interval() < 0) return Invalid("run.save_interval", r.save_interval(), "must be >= 0");
+  if (c.steps_per_print() <= 0) {
+    return Invalid("steps_per_print", c.steps_per_print(), "must be positive");
+  }
+  run->steps = r.steps();
+  run->seed = r.seed();
+  run->output_dir = r.output_dir();
+  run->eval_interval = r.eval_interval();
+  run->eval_iters = r.eval_iters();
+  run->steps_per_print = c.steps_per_print();
+  run->wall_clock_breakdown = c.wall_clock_breakdown();
+  run->sample_tokens = r.sample_tokens();
+  run->save_interval = r.save_interval();
+  run->resume_from = r.resume_from();
+  run->check_calls = r.check_calls();
+  if (r.dist_backend() != "gloo" && r.dist_backend() != "shm") {
+    return Invalid("run.dist_backend", absl::StrCat("\"", r.dist_backend(), "\""),
+                   "unknown backend (known: gloo, shm)");
+  }
+  run->shm_backend = r.dist_backend() == "shm";
+  return absl::OkStatus();
+}
+
+absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
+                             std::vector<std::string>* warnings) {
+  const ModelConfig& m = c.model();
+  if (absl::AsciiStrToLower(m.name()) != "gpt") {
+    return Invalid("model.name", absl::StrCat("\"", m.name(), "\""), "unknown model (known: gpt)");
+  }
+  GptOptions& g = out->model;
+  if (m.has_vocab_size()) g.vocab_size = m.vocab_size();
+  if (m.has_block_size()) g.block_size = m.block_size();
+  if (m.has_n_layer()) g.n_layer = m.n_layer();
+  if (m.has_n_head()) g.n_head = m.n_head();
+  if (m.has_n_embd()) g.n_embd = m.n_embd();
+  if (m.has_dropout()) g.dropout = m.dropout();
+  const ActivationCheckpointingConfig& ac = c.activation_checkpointing();
+  WarnModelParallelKeys(ac, warnings);
+  absl::StatusOr<int64_t> every = CheckpointEvery(c, g.n_layer, warnings);
+  if (!every.ok()) return every.status();
+  g.checkpoint_every = *every;
+  g.cpu_checkpointing = ac.cpu_checkpointing();
+  g.profile_checkpointing = ac.profile();
+  out->activation_checkpointing.cpu_checkpointing = ac.cpu_checkpointing();
+  out->activation_checkpointing.profile = ac.profile();
+  if (absl::Status s = ValidateGptOptions(g); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
+  }
+  ModelConfig* e = out->effective.mutable_model();
+  e->set_name("gpt");
+  e->set_vocab_size(g.vocab_size);
+  e->set_block_size(g.block_size);
+  e->set_n_layer(g.n_layer);
+  e->set_n_head(g.n_head);
+  e->set_n_embd(g.n_embd);
+  e->set_dropout(g.dropout);
+  e->set_checkpoint_every(g.checkpoint_every);
+  return absl::OkStatus();
+}
+
+absl::Status DataFromConfig(const TrainerConfigProto& c, DataOptions* data,
+                            TrainerConfigProto* effective) {
+  const DataConfig& d = c.data();
+  const std::string source = absl::AsciiStrToLower(d.source());
+  if (source == "embedded") {
+    data->source = DataSource::kEmbedded;
+  } else if (source == "text" || source == "tokens") {
+    data->source = source == "text" ? DataSource::kText : DataSource::kTokens;
+    if (d.path().empty())
+      return Invalid("data.path", "\"\"", "data.source " + source + " needs a file");
+    if (!std::ifstream(d.path()).good()) {
+      return Invalid("data.path", "\"" + d.path() + "\"",
+                     std::string("cannot read: ") + std::strerror(errno));
+    }
+    data->path = d.path();
+  } else {
+    return Invalid("data.source", "\"" + d.source() + "\"", "expected embedded, text or tokens");
+  }
+  if (d.has_eval_fraction()) data->eval_fraction = d.eval_fraction();
+  if (d.has_seed()) data->seed = d.seed();
+  if (!(data->eval_fraction >= 0 && data->eval_fraction < 1)) {
+    return Invalid("data.eval_fraction", data->eval_fraction, "must be in [0, 1)");
+  }
+  effective->mutable_data()->set_source(source);
+  effective->mutable_data()->set_eval_fraction(data->eval_fraction);
+  effective->mutable_data()->set_seed(data->seed);
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::trainer

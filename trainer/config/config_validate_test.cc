@@ -1,0 +1,348 @@
+// ValidateConfig: how each section maps onto the module options, and one clear error (field and
+// value) for each bad input.
+#include "trainer/config/config_validate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/config/config_loader.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+absl::StatusOr<TrainerConfig> Validate(const std::string& pbtxt, int world = 2,
+                                       std::vector<std::string>* warnings = nullptr) {
+  std::vector<std::string> ignored;
+  absl::StatusOr<TrainerConfigProto> proto =
+      ParsePbtxt("train_micro_batch_size_per_gpu: 4\n" + pbtxt, "test.pbtxt");
+  if (!proto.ok()) return proto.status();
+  return ValidateConfig(*proto, world, warnings ? warnings : &ignored);
+}
+
+TrainerConfig Valid(const std::string& pbtxt, std::vector<std::string>* warnings = nullptr) {
+  absl::StatusOr<TrainerConfig> c = Validate(pbtxt, 2, warnings);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : TrainerConfig{};
+}
+
+// The error message, which must name the field and the value.
+std::string Error(const std::string& pbtxt,
+                  absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+  absl::StatusOr<TrainerConfig> c = Validate(pbtxt);
+  EXPECT_FALSE(c.ok()) << pbtxt;
+  if (c.ok()) return "";
+  EXPECT_EQ(c.status().code(), code) << c.status();
+  return std::string(c.status().message());
+}
+
+TEST(ConfigValidate, DeepSpeedDefaultsWhenSectionsAreAbsent) {
+  TrainerConfig c = Valid("");
+  EXPECT_EQ(c.engine.stage, 0);
+  EXPECT_FALSE(c.engine.overlap_comm);             // DeepSpeed's default, unlike EngineOptions'
+  EXPECT_TRUE(c.engine.ignore_unused_parameters);  // likewise
+  EXPECT_EQ(c.engine.reduce_bucket_size, 500000000);
+  EXPECT_EQ(c.engine.precision, engine::Precision::kFloat32);
+  EXPECT_EQ(c.engine.optimizer, engine::OptimizerKind::kAdam);
+  EXPECT_TRUE(c.engine.adam.adamw);  // FusedAdam's adam_w_mode = True
+  EXPECT_EQ(c.engine.adam.weight_decay, 0.0);
+  EXPECT_EQ(c.batch.train_batch_size, 8);
+  EXPECT_EQ(c.run.steps_per_print, 10);
+  EXPECT_EQ(c.scheduler.type, "");
+  // Unset model and data fields are the modules' own defaults.
+  const GptOptions g;
+  EXPECT_EQ(c.model.n_embd, g.n_embd);
+  EXPECT_EQ(c.model.n_layer, g.n_layer);
+  EXPECT_EQ(c.effective.model().n_head(), g.n_head);
+  EXPECT_EQ(c.data.seed, DataOptions{}.seed);
+  EXPECT_EQ(c.metrics.csv_output_path, c.run.output_dir);
+}
+
+TEST(ConfigValidate, Stage3KeysMapOntoEngineOptions) {
+  TrainerConfig c = Valid(R"(
+    zero_optimization { stage: 3 stage3_prefetch_bucket_size: 11 stage3_max_live_parameters: 22
+                        stage3_max_reuse_distance: 33 stage3_param_persistence_threshold: 44
+                        stage3_model_persistence_threshold: 55 })");
+  EXPECT_EQ(c.engine.stage, 3);
+  EXPECT_EQ(c.engine.stage3.prefetch_numel, 11);
+  EXPECT_EQ(c.engine.stage3.max_live_numel, 22);
+  EXPECT_EQ(c.engine.stage3.max_reuse_distance, 33);
+  EXPECT_EQ(c.engine.stage3.persistence_threshold, 44);
+  EXPECT_EQ(c.engine.stage3.model_persistence_threshold, 55);
+}
+
+TEST(ConfigValidate, ZeroAndPrecisionMapOntoEngineOptions) {
+  TrainerConfig c = Valid(R"(
+    gradient_clipping: 0.5
+    zero_optimization { stage: 2 overlap_comm: true reduce_scatter: false
+                        reduce_bucket_size: 1000 allgather_bucket_size: 2000
+                        ignore_unused_parameters: false }
+    fp16 { enabled: true initial_scale_power: 8 loss_scale_window: 50 hysteresis: 1
+           consecutive_hysteresis: true min_loss_scale: 0.5 })");
+  EXPECT_EQ(c.engine.stage, 2);
+  EXPECT_TRUE(c.engine.overlap_comm);
+  EXPECT_FALSE(c.engine.reduce_scatter);
+  EXPECT_EQ(c.engine.reduce_bucket_size, 1000);
+  EXPECT_EQ(c.engine.allgather_bucket_size, 2000);
+  EXPECT_FALSE(c.engine.ignore_unused_parameters);
+  EXPECT_EQ(c.engine.gradient_clipping, 0.5);
+  EXPECT_EQ(c.engine.precision, engine::Precision::kFloat16);
+  EXPECT_EQ(c.engine.fp16.initial_scale_power, 8);
+  EXPECT_EQ(c.engine.fp16.loss_scale_window, 50);
+  EXPECT_EQ(c.engine.fp16.hysteresis, 1);
+  EXPECT_TRUE(c.engine.fp16.consecutive_hysteresis);
+  EXPECT_EQ(c.engine.fp16.min_loss_scale, 0.5);
+  EXPECT_EQ(Valid("bf16 { enabled: true }").engine.precision, engine::Precision::kBFloat16);
+}
+
+TEST(ConfigValidate, OptimizerOffloadMapsOntoEngineOptionsAtStages1To3) {
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE(stage);
+    const std::string zero = absl::StrCat("zero_optimization { stage: ", stage,
+                                          " sub_group_size: 1000 offload_optimizer { ");
+    TrainerConfig cpu = Valid(zero + R"(device: "cpu" pin_memory: true } })");
+    EXPECT_EQ(cpu.engine.offload_optimizer.device, engine::OffloadDevice::kCpu);
+    EXPECT_TRUE(cpu.engine.offload_optimizer.pin_memory);
+    EXPECT_EQ(cpu.engine.sub_group_size, 1000);
+    std::vector<std::string> warnings;
+    TrainerConfig nvme = Valid(zero + R"(device: "nvme" nvme_path: "/local_nvme" buffer_count: 2
+                                         fast_init: true } }
+                                         aio { block_size: 262144 queue_depth: 4
+                                               thread_count: 2 })",
+                               &warnings);
+    const engine::OptimizerOffloadOptions& o = nvme.engine.offload_optimizer;
+    EXPECT_EQ(o.device, engine::OffloadDevice::kNvme);
+    EXPECT_FALSE(o.pin_memory);
+    EXPECT_EQ(o.nvme_path, "/local_nvme");  // not checked here: the engine does at Create
+    EXPECT_EQ(o.buffer_count, 2);
+    EXPECT_EQ(o.aio.block_size, 262144);
+    EXPECT_EQ(o.aio.queue_depth, 4);
+    EXPECT_EQ(o.aio.thread_count, 2);
+    EXPECT_TRUE(warnings.empty()) << warnings.front();  // fast_init has nothing to say
+  }
+  // Without the section: nothing offloaded, DeepSpeed's sub_group_size and aio, at any stage.
+  TrainerConfig none = Valid("zero_optimization { stage: 2 }");
+  EXPECT_EQ(none.engine.offload_optimizer.device, engine::OffloadDevice::kNone);
+  EXPECT_EQ(none.engine.sub_group_size, 1000000000);
+  EXPECT_EQ(none.engine.offload_optimizer.aio.block_size, 1048576);
+  EXPECT_EQ(none.engine.offload_optimizer.aio.queue_depth, 8);
+  EXPECT_EQ(Valid("zero_optimization { stage: 0 sub_group_size: 7 }").engine.sub_group_size, 7);
+  // With device "none" the rest of the section is ignored, as DeepSpeed's templates carry it.
+  EXPECT_EQ(Valid(R"(zero_optimization { offload_optimizer { device: "none" buffer_count: 0
+                                                               ratio: 0.5 } })")
+                .engine.offload_optimizer.device,
+            engine::OffloadDevice::kNone);
+}
+
+TEST(ConfigValidate, OptimizerOffloadErrorsNameTheField) {
+  using absl::StatusCode;
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 0 offload_optimizer { device: "cpu" } })"),
+              HasSubstr("zero_optimization.offload_optimizer.device = \"cpu\": optimizer "
+                        "offload needs zero_optimization.stage >= 1 (stage is 0)"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 3 offload_optimizer { device: "nvme" } })"),
+              HasSubstr("zero_optimization.offload_optimizer.nvme_path = \"\""));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2
+                        offload_optimizer { device: "nvme" nvme_path: "" } })"),
+              HasSubstr("zero_optimization.offload_optimizer.nvme_path = \"\""));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 1
+                        offload_optimizer { device: "cpu" buffer_count: 0 } })"),
+              HasSubstr("zero_optimization.offload_optimizer.buffer_count = 0: must be >= 1"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2
+                        offload_optimizer { device: "cpu" buffer_count: 4294967297 } })"),
+              HasSubstr("zero_optimization.offload_optimizer.buffer_count = 4294967297"));
+  EXPECT_THAT(Error("zero_optimization { stage: 2 sub_group_size: 0 }"),
+              HasSubstr("zero_optimization.sub_group_size = 0: must be in [1, 2^40] elements"));
+  EXPECT_THAT(
+      Error(R"(zero_optimization { stage: 2 offload_optimizer { device: "cpu" ratio: 0.5 } })",
+            StatusCode::kUnimplemented),
+      HasSubstr("zero_optimization.offload_optimizer.ratio = 0.5: partial optimizer "
+                "offload is not implemented"));
+  EXPECT_THAT(Error("aio { block_size: 1000 }"),
+              HasSubstr("aio.block_size = 1000: must be a multiple of 4096"));
+  EXPECT_THAT(Error("aio { queue_depth: 64 thread_count: 32 }"),
+              HasSubstr("aio.queue_depth x aio.thread_count = 64 x 32"));
+  EXPECT_THAT(Error("aio { thread_count: 4294967297 }"), HasSubstr("aio.queue_depth x "));
+}
+
+TEST(ConfigValidate, OffloadPipeliningIsAcceptedWithAWarning) {
+  std::vector<std::string> warnings;
+  TrainerConfig c = Valid(R"(zero_optimization { stage: 3 offload_optimizer {
+                               device: "nvme" nvme_path: "/tmp" pipeline_read: true
+                               pipeline_write: true } })",
+                          &warnings);
+  EXPECT_EQ(c.engine.offload_optimizer.device, engine::OffloadDevice::kNvme);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[0], HasSubstr("zero_optimization.offload_optimizer.pipeline_read = true"));
+  EXPECT_THAT(warnings[1], HasSubstr("zero_optimization.offload_optimizer.pipeline_write = true"));
+  EXPECT_THAT(warnings[0], HasSubstr("always overlaps"));
+}
+
+TEST(ConfigValidate, OptimizerTypesFollowDeepSpeed) {
+  TrainerConfig adam = Valid(R"(optimizer { type: "Adam" params { lr: 0.01 betas: [0.8, 0.9]
+                                 eps: 1e-6 weight_decay: 0.1 adam_w_mode: false } })");
+  EXPECT_EQ(adam.engine.adam.lr, 0.01);
+  EXPECT_EQ(adam.engine.adam.beta1, 0.8);
+  EXPECT_EQ(adam.engine.adam.beta2, 0.9);
+  EXPECT_EQ(adam.engine.adam.eps, 1e-6);
+  EXPECT_EQ(adam.engine.adam.weight_decay, 0.1);
+  EXPECT_FALSE(adam.engine.adam.adamw);
+  EXPECT_TRUE(Valid(R"(optimizer { type: "adamw" })").engine.adam.adamw);
+  TrainerConfig sgd = Valid(R"(optimizer { type: "sgd" params { lr: 0.1 momentum: 0.9
+                                nesterov: true weight_decay: 0.01 } })");
+  EXPECT_EQ(sgd.engine.optimizer, engine::OptimizerKind::kSgd);
+  EXPECT_EQ(sgd.engine.sgd.lr, 0.1);
+  EXPECT_EQ(sgd.engine.sgd.momentum, 0.9);
+  EXPECT_TRUE(sgd.engine.sgd.nesterov);
+  EXPECT_EQ(sgd.engine.sgd.weight_decay, 0.01);
+  EXPECT_EQ(sgd.effective.optimizer().type(), "SGD");
+  EXPECT_FALSE(sgd.effective.optimizer().params().has_eps());  // only SGD's parameters
+}
+
+TEST(ConfigValidate, ActivationCheckpointing) {
+  std::vector<std::string> warnings;
+  TrainerConfig c = Valid(R"(model { n_layer: 5 }
+      activation_checkpointing { number_checkpoints: 2 cpu_checkpointing: true profile: true
+                                 partition_activations: true })",
+                          &warnings);
+  EXPECT_EQ(c.model.checkpoint_every, 3);  // ceil(5 / 2)
+  EXPECT_TRUE(c.model.cpu_checkpointing);
+  EXPECT_TRUE(c.model.profile_checkpointing);
+  EXPECT_TRUE(c.activation_checkpointing.cpu_checkpointing);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("partition_activations"));
+  EXPECT_THAT(warnings[0], HasSubstr("model parallelism"));
+  EXPECT_EQ(
+      Valid("model { checkpoint_every: 1 } activation_checkpointing { number_checkpoints: 2 }")
+          .model.checkpoint_every,
+      1);
+}
+
+TEST(ConfigValidate, MonitorsCommsAndRun) {
+  TrainerConfig c = Valid(R"(
+    steps_per_print: 3 wall_clock_breakdown: true
+    tensorboard { enabled: true job_name: "j" }
+    csv_monitor { enabled: true output_path: "/tmp/csv" job_name: "j" }
+    comms_logger { enabled: true prof_all: false prof_ops: ["all_gather_into_tensor"] }
+    run { steps: 7 output_dir: "/tmp/out" eval_interval: 2 eval_iters: 3 sample_tokens: 0
+          check_calls: false dist_backend: "shm" })");
+  EXPECT_TRUE(c.metrics.tensorboard);
+  EXPECT_EQ(c.metrics.tensorboard_output_path, "/tmp/out");
+  EXPECT_EQ(c.metrics.csv_output_path, "/tmp/csv");
+  EXPECT_EQ(c.metrics.job_name, "j");
+  EXPECT_TRUE(c.comms_logger.enabled);
+  EXPECT_THAT(c.comms_logger.prof_ops, ElementsAre("all_gather"));
+  EXPECT_EQ(c.run.steps, 7);
+  EXPECT_EQ(c.run.steps_per_print, 3);
+  EXPECT_TRUE(c.run.wall_clock_breakdown);
+  EXPECT_EQ(c.run.eval_interval, 2);
+  EXPECT_FALSE(c.run.check_calls);
+  EXPECT_TRUE(Valid("").run.check_calls);  // on unless turned off
+  EXPECT_TRUE(c.run.shm_backend);
+  EXPECT_FALSE(Valid("").run.shm_backend);  // gloo unless chosen
+}
+
+TEST(ConfigValidate, BadValuesNameFieldAndValue) {
+  EXPECT_THAT(Error(R"(model { name: "llama" })"), HasSubstr("model.name = \"llama\""));
+  EXPECT_THAT(Error(R"(run { dist_backend: "mpi" })"),
+              HasSubstr("run.dist_backend = \"mpi\": unknown backend (known: gloo, shm)"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Adamax" })"), HasSubstr("optimizer.type = \"Adamax\""));
+  EXPECT_THAT(Error("optimizer { params { lr: -0.001 } }"),
+              HasSubstr("optimizer.params.lr = -0.001: must be >= 0"));
+  EXPECT_THAT(Error("optimizer { params { betas: [0.9] } }"), HasSubstr("optimizer.params.betas"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Adam" params { momentum: 0.9 } })"),
+              HasSubstr("optimizer.params.momentum: not a parameter of Adam"));
+  EXPECT_THAT(Error(R"(optimizer { type: "SGD" params { nesterov: true } })"),
+              HasSubstr("optimizer.params.nesterov"));
+  EXPECT_THAT(Error("zero_optimization { stage: 5 }"), HasSubstr("zero_optimization.stage = 5"));
+  EXPECT_THAT(Error("zero_optimization { reduce_bucket_size: 0 }"),
+              HasSubstr("zero_optimization.reduce_bucket_size = 0"));
+  EXPECT_THAT(Error("fp16 { enabled: true } bf16 { enabled: true }"),
+              HasSubstr("fp16.enabled and bf16.enabled"));
+  EXPECT_THAT(Error("gradient_clipping: -1"), HasSubstr("gradient_clipping = -1"));
+  EXPECT_THAT(Error(R"(scheduler { type: "Cosine" })"), HasSubstr("scheduler.type = \"Cosine\""));
+  EXPECT_THAT(Error(R"(scheduler { type: "WarmupLR" params { total_num_steps: 5 } })"),
+              HasSubstr("scheduler.params.total_num_steps: not a parameter of WarmupLR"));
+  EXPECT_THAT(Error(R"(data { source: "text" path: "/nonexistent/corpus.txt" })"),
+              HasSubstr("data.path = \"/nonexistent/corpus.txt\": cannot read"));
+  EXPECT_THAT(Error(R"(data { source: "web" })"), HasSubstr("data.source = \"web\""));
+  EXPECT_THAT(Error("data { eval_fraction: 1.5 }"), HasSubstr("data.eval_fraction = 1.5"));
+  EXPECT_THAT(Error("run { steps: 0 }"), HasSubstr("run.steps = 0"));
+  EXPECT_THAT(Error("model { n_embd: 384 n_head: 5 }"), HasSubstr("model: "));  // 384 % 5
+  EXPECT_THAT(Error("activation_checkpointing { number_checkpoints: 0 }"),
+              HasSubstr("activation_checkpointing.number_checkpoints = 0"));
+  EXPECT_THAT(Error(R"(comms_logger { prof_ops: ["all_to_all"] })"),
+              HasSubstr("comms_logger.prof_ops[0] = \"all_to_all\""));
+  EXPECT_THAT(Error("aio { queue_depth: 0 }"), HasSubstr("aio.queue_depth = 0"));
+  EXPECT_THAT(Error(R"(checkpoint { tag_validation: "Maybe" })"),
+              HasSubstr("checkpoint.tag_validation = \"Maybe\""));
+}
+
+TEST(ConfigValidate, BatchTripleThatDoesNotMultiplyOutForTheWorld) {
+  absl::StatusOr<TrainerConfig> c =
+      Validate("train_batch_size: 16 gradient_accumulation_steps: 1", 2);
+  ASSERT_FALSE(c.ok());  // 4 per rank x 1 x 2 ranks = 8, not 16
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("train_batch_size=16"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("world_size=2"));
+  EXPECT_TRUE(Validate("train_batch_size: 16 gradient_accumulation_steps: 1", 4).ok());
+}
+
+TEST(ConfigValidate, ParameterOffloadMapsOntoEngineOptionsAtStage3) {
+  TrainerConfig c = Valid(R"(zero_optimization { stage: 3 offload_param {
+      device: "nvme" nvme_path: "/nvme" max_in_cpu: 1000 pin_memory: true } }
+      aio { block_size: 8192 queue_depth: 4 thread_count: 2 })");
+  EXPECT_EQ(c.engine.offload_param.device, engine::OffloadDevice::kNvme);
+  EXPECT_EQ(c.engine.offload_param.nvme_path, "/nvme");
+  EXPECT_EQ(c.engine.offload_param.max_in_cpu, 1000);
+  EXPECT_TRUE(c.engine.offload_param.pin_memory);
+  EXPECT_EQ(c.engine.offload_param.aio.block_size, 8192);
+  EXPECT_EQ(c.engine.offload_param.aio.thread_count, 2);
+  EXPECT_EQ(Valid(R"(zero_optimization { stage: 3 offload_param { device: "cpu" } })")
+                .engine.offload_param.device,
+            engine::OffloadDevice::kCpu);
+  EXPECT_EQ(Valid("zero_optimization { stage: 3 }").engine.offload_param.device,
+            engine::OffloadDevice::kNone);
+}
+
+TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
+  using absl::StatusCode;
+  EXPECT_THAT(Error("zero_optimization { stage: 3 stage3_max_live_parameters: -1 }"),
+              HasSubstr("zero_optimization.stage3_max_live_parameters = -1: must be >= 0"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2 offload_param { device: "cpu" } })"),
+              HasSubstr("zero_optimization.offload_param.device = \"cpu\": parameter offload "
+                        "needs zero_optimization.stage 3 (stage is 2)"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 3 offload_param { device: "nvme" } })"),
+              HasSubstr("zero_optimization.offload_param.nvme_path = \"\""));
+  EXPECT_THAT(
+      Error(R"(zero_optimization { stage: 3 offload_param { device: "cpu" max_in_cpu: -1 } })"),
+      HasSubstr("zero_optimization.offload_param.max_in_cpu = -1"));
+  EXPECT_THAT(Error(R"(zero_optimization { offload_optimizer { device: "gpu" } })"),
+              HasSubstr("zero_optimization.offload_optimizer.device = \"gpu\": expected none, "
+                        "cpu or nvme"));
+  EXPECT_THAT(Error(R"(zero_optimization { offload_param { device: "gpu" } })"),
+              HasSubstr("expected none, cpu or nvme"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Lamb" })", StatusCode::kUnimplemented),
+              HasSubstr("optimizer.type = \"Lamb\""));
+  EXPECT_THAT(Error("checkpoint { load_universal: true }", StatusCode::kUnimplemented),
+              HasSubstr("checkpoint.load_universal = true"));
+  EXPECT_THAT(Error("run { save_interval: -1 }"), HasSubstr("run.save_interval = -1"));
+  EXPECT_THAT(Error("zero_optimization { reduce_bucket_size: 9223372036854775807 }"),
+              HasSubstr("zero_optimization.reduce_bucket_size = 9223372036854775807"));
+  // number_checkpoints divides by n_layer: a zero n_layer must be an error, not a crash.
+  EXPECT_THAT(Error("model { n_layer: 0 } activation_checkpointing { number_checkpoints: 1 }"),
+              HasSubstr("n_layer"));
+  EXPECT_THAT(Error("prescale_gradients: true", StatusCode::kUnimplemented),
+              HasSubstr("prescale_gradients = true"));
+  EXPECT_THAT(
+      Error("zero_optimization { zero_quantized_weights: true }", StatusCode::kUnimplemented),
+      HasSubstr("zero_optimization.zero_quantized_weights"));
+  EXPECT_THAT(Error("fp16 { fp16_master_weights_and_grads: true }", StatusCode::kUnimplemented),
+              HasSubstr("fp16.fp16_master_weights_and_grads"));
+  // Stage-3-only keys are ignored below stage 3, as DeepSpeed does.
+  EXPECT_TRUE(Validate("zero_optimization { stage: 2 stage3_max_live_parameters: 10 }").ok());
+}
+
+}  // namespace
+}  // namespace zerotrain::trainer

@@ -1,0 +1,171 @@
+// ds_config.json → TrainerConfigProto (see ds_json.h). The JSON is first read as a
+// google.protobuf.Value, rewritten (deprecated keys) and checked field by field against the
+// descriptor (types, integral numbers, "auto", unknown keys); the cleaned tree then goes through
+// protobuf's own JSON parser, which fills the message.
+#include "trainer/config/ds_json.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tools/status_macros.h"
+#include "trainer/config/ds_json_compat.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+struct WalkState {
+  std::string file;
+  std::vector<std::string> unknown;
+  std::vector<std::string> auto_fields;
+};
+
+// protobuf 3.21 has its own Status type.
+template <typename ProtobufStatus>
+std::string ProtobufMessage(const ProtobufStatus& s) {
+  return std::string(s.message().data(), s.message().size());
+}
+
+std::string Json(const Value& v) {
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(v, &out).ok()) return "?";
+  return out;
+}
+
+absl::Status FieldError(const WalkState& s, const std::string& path, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(s.file, ": ", path, ": ", why));
+}
+
+// Integer fields take any JSON number with an integral value in range (Python's json reads 5e8
+// as a float, and DeepSpeed casts it); protobuf's parser gets it as a decimal string.
+absl::StatusOr<Value> IntegerValue(const WalkState& s, const std::string& path,
+                                   const FieldDescriptor* fd, double d) {
+  double lo = -9.2e18, hi = 9.2e18;
+  if (fd->cpp_type() == FieldDescriptor::CPPTYPE_INT32) lo = INT32_MIN, hi = INT32_MAX;
+  if (fd->cpp_type() == FieldDescriptor::CPPTYPE_UINT32) lo = 0, hi = UINT32_MAX;
+  if (fd->cpp_type() == FieldDescriptor::CPPTYPE_UINT64) lo = 0, hi = 1.8e19;
+  if (!std::isfinite(d) || d != std::floor(d)) {
+    return FieldError(s, path, absl::StrCat("expected an integer, got ", d));
+  }
+  if (d < lo || d > hi) return FieldError(s, path, absl::StrCat(d, " is out of range"));
+  Value out;
+  out.set_string_value(absl::StrFormat("%.0f", d));
+  return out;
+}
+
+absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, const Struct& in,
+                  Struct* out);
+
+absl::StatusOr<Value> CheckScalar(WalkState* s, const std::string& path, const FieldDescriptor* fd,
+                                  const Value& v) {
+  const auto expected = [&](const char* what) {
+    return FieldError(*s, path, absl::StrCat("expected ", what, ", got ", Json(v)));
+  };
+  switch (fd->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_BOOL:
+      if (!v.has_bool_value()) return expected("true or false");
+      return v;
+    case FieldDescriptor::CPPTYPE_STRING:
+      if (!v.has_string_value()) return expected("a string");
+      return v;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      if (!v.has_number_value()) return expected("a number");
+      return v;
+    case FieldDescriptor::CPPTYPE_MESSAGE: {
+      if (!v.has_struct_value()) return expected("an object");
+      Value out;
+      ZT_RETURN_IF_ERROR(
+          Walk(s, path + ".", fd->message_type(), v.struct_value(), out.mutable_struct_value()));
+      return out;
+    }
+    default:  // the integer types
+      if (!v.has_number_value()) return expected("an integer");
+      return IntegerValue(*s, path, fd, v.number_value());
+  }
+}
+
+absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, const Struct& in,
+                  Struct* out) {
+  std::vector<std::string> keys;
+  for (const auto& [key, unused] : in.fields()) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());  // the map's order is unspecified; messages must not be
+  for (const std::string& key : keys) {
+    const Value& v = in.fields().at(key);
+    const std::string path = prefix + key;
+    const FieldDescriptor* fd = d->FindFieldByName(key);
+    if (fd == nullptr) {
+      s->unknown.push_back(path);
+      continue;
+    }
+    if (v.has_null_value()) continue;  // DeepSpeed reads null as "use the default"
+    if (v.has_string_value() && v.string_value() == "auto") {
+      s->auto_fields.push_back(path);
+      continue;
+    }
+    if (!fd->is_repeated()) {
+      ZT_ASSIGN_OR_RETURN((*out->mutable_fields())[key], CheckScalar(s, path, fd, v));
+      continue;
+    }
+    if (!v.has_list_value()) {
+      return FieldError(*s, path, absl::StrCat("expected a list, got ", Json(v)));
+    }
+    Value& list = (*out->mutable_fields())[key];
+    list.mutable_list_value();
+    for (int i = 0; i < v.list_value().values_size(); ++i) {
+      ZT_ASSIGN_OR_RETURN(
+          *list.mutable_list_value()->add_values(),
+          CheckScalar(s, absl::StrCat(path, "[", i, "]"), fd, v.list_value().values(i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DsJson> ParseDsJson(const std::string& json, const std::string& file) {
+  Value root;
+  auto parsed = google::protobuf::util::JsonStringToMessage(json, &root);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": not valid JSON: ", ProtobufMessage(parsed)));
+  }
+  if (!root.has_struct_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": expected a JSON object at the top level, got ", Json(root)));
+  }
+  DsJson result;
+  ZT_RETURN_IF_ERROR(RewriteDeprecatedKeys(file, root.mutable_struct_value(), &result.warnings));
+  ZT_RETURN_IF_ERROR(RejectUnimplementedSections(file, root.mutable_struct_value()));
+
+  WalkState state{std::string(file), {}, {}};
+  Value clean;
+  ZT_RETURN_IF_ERROR(Walk(&state, "", TrainerConfigProto::descriptor(), root.struct_value(),
+                          clean.mutable_struct_value()));
+  if (!state.unknown.empty()) {
+    result.warnings.push_back(
+        absl::StrCat(file, ": ignoring unknown key(s) ", absl::StrJoin(state.unknown, ", ")));
+  }
+  result.auto_fields = std::move(state.auto_fields);
+
+  std::string text;
+  auto status = google::protobuf::util::MessageToJsonString(clean, &text);
+  if (status.ok()) status = google::protobuf::util::JsonStringToMessage(text, &result.config);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", ProtobufMessage(status)));
+  }
+  return result;
+}
+
+}  // namespace zerotrain::trainer

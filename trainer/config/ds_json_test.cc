@@ -1,0 +1,140 @@
+// ParseDsJson: numbers, types, "auto", null, unknown keys, deprecated spellings and
+// unimplemented sections, each with the error or warning naming the key.
+#include "trainer/config/ds_json.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace zerotrain::trainer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+DsJson Parse(const std::string& json) {
+  absl::StatusOr<DsJson> r = ParseDsJson(json, "t.json");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : DsJson{};
+}
+
+std::string Error(const std::string& json) {
+  absl::StatusOr<DsJson> r = ParseDsJson(json, "t.json");
+  EXPECT_FALSE(r.ok()) << json;
+  return r.ok() ? "" : std::string(r.status().message());
+}
+
+TEST(DsJson, IntegralNumbersInAnyNotationFillIntegerFields) {
+  DsJson d = Parse(R"({"train_batch_size": 3.2e1, "zero_optimization":
+      {"reduce_bucket_size": 5e8, "allgather_bucket_size": 5.0e8, "stage": 2.0}})");
+  EXPECT_EQ(d.config.train_batch_size(), 32);
+  EXPECT_EQ(d.config.zero_optimization().reduce_bucket_size(), 500000000);
+  EXPECT_EQ(d.config.zero_optimization().allgather_bucket_size(), 500000000);
+  EXPECT_EQ(d.config.zero_optimization().stage(), 2);
+  EXPECT_TRUE(d.warnings.empty());
+}
+
+TEST(DsJson, FractionalOrOutOfRangeIntegersNameTheField) {
+  std::string e = Error(R"({"zero_optimization": {"reduce_bucket_size": 2.5}})");
+  EXPECT_THAT(e, HasSubstr("t.json"));
+  EXPECT_THAT(e, HasSubstr("zero_optimization.reduce_bucket_size"));
+  EXPECT_THAT(e, HasSubstr("2.5"));
+  e = Error(R"({"zero_optimization": {"stage": 1e10}})");
+  EXPECT_THAT(e, HasSubstr("zero_optimization.stage"));
+  EXPECT_THAT(e, HasSubstr("out of range"));
+  EXPECT_THAT(Error(R"({"data": {"seed": -1}})"), HasSubstr("data.seed"));
+}
+
+TEST(DsJson, WrongTypesNameTheFieldAndValue) {
+  std::string e = Error(R"({"zero_optimization": {"overlap_comm": "yes"}})");
+  EXPECT_THAT(e, HasSubstr("zero_optimization.overlap_comm"));
+  EXPECT_THAT(e, HasSubstr("\"yes\""));
+  EXPECT_THAT(Error(R"({"optimizer": {"params": {"betas": 0.9}}})"),
+              HasSubstr("optimizer.params.betas: expected a list"));
+  EXPECT_THAT(Error(R"({"optimizer": {"params": {"betas": [0.9, "x"]}}})"),
+              HasSubstr("optimizer.params.betas[1]"));
+  EXPECT_THAT(Error(R"({"optimizer": {"type": 3}})"), HasSubstr("optimizer.type"));
+  EXPECT_THAT(Error(R"({"fp16": true})"), HasSubstr("fp16: expected an object"));
+}
+
+TEST(DsJson, AutoIsRecordedAndLeftUnset) {
+  DsJson d = Parse(R"({"train_batch_size": "auto", "zero_optimization":
+      {"stage": 2, "reduce_bucket_size": "auto"}, "optimizer": {"params": {"lr": "auto"}}})");
+  EXPECT_FALSE(d.config.has_train_batch_size());
+  EXPECT_FALSE(d.config.zero_optimization().has_reduce_bucket_size());
+  EXPECT_FALSE(d.config.optimizer().params().has_lr());
+  EXPECT_THAT(d.auto_fields, ElementsAre("optimizer.params.lr", "train_batch_size",
+                                         "zero_optimization.reduce_bucket_size"));
+}
+
+TEST(DsJson, NullMeansDefault) {
+  DsJson d = Parse(R"({"zero_optimization": {"offload_optimizer": {"nvme_path": null}}})");
+  EXPECT_FALSE(d.config.zero_optimization().offload_optimizer().has_nvme_path());
+}
+
+TEST(DsJson, UnknownKeysAreDroppedWithOneWarningListingThemAll) {
+  DsJson d = Parse(R"({"memory_breakdown": false, "train_batch_size": 8,
+      "zero_optimization": {"stage": 1, "legacy_stage1": false},
+      "optimizer": {"params": {"foo": 1}}})");
+  EXPECT_EQ(d.config.train_batch_size(), 8);
+  EXPECT_EQ(d.config.zero_optimization().stage(), 1);
+  ASSERT_EQ(d.warnings.size(), 1u);
+  EXPECT_THAT(d.warnings[0], HasSubstr("t.json"));
+  EXPECT_THAT(d.warnings[0], HasSubstr("memory_breakdown, optimizer.params.foo, "
+                                       "zero_optimization.legacy_stage1"));
+}
+
+TEST(DsJson, DeprecatedBfloat16IsBf16) {
+  DsJson d = Parse(R"({"bfloat16": {"enabled": true}})");
+  EXPECT_TRUE(d.config.bf16().enabled());
+  ASSERT_EQ(d.warnings.size(), 1u);
+  EXPECT_THAT(d.warnings[0], HasSubstr("bfloat16 is deprecated"));
+}
+
+TEST(DsJson, DeprecatedBareZeroOptimization) {
+  DsJson on = Parse(R"({"zero_optimization": true, "allgather_size": 5e7})");
+  EXPECT_EQ(on.config.zero_optimization().stage(), 1);  // DeepSpeed: true = stage 1
+  EXPECT_EQ(on.config.zero_optimization().allgather_bucket_size(), 50000000);
+  EXPECT_EQ(Parse(R"({"zero_optimization": false})").config.zero_optimization().stage(), 0);
+  EXPECT_EQ(Parse(R"({"zero_optimization": 2})").config.zero_optimization().stage(), 2);
+}
+
+TEST(DsJson, DeprecatedCpuOffloadBecomesOffloadSections) {
+  DsJson d = Parse(R"({"zero_optimization": {"stage": 2, "cpu_offload": true,
+      "cpu_offload_params": true, "cpu_offload_use_pin_memory": true,
+      "stage3_gather_fp16_weights_on_model_save": true}})");
+  const ZeroOptimizationConfig& z = d.config.zero_optimization();
+  EXPECT_EQ(z.offload_optimizer().device(), "cpu");
+  EXPECT_TRUE(z.offload_optimizer().pin_memory());
+  EXPECT_EQ(z.offload_param().device(), "cpu");
+  EXPECT_TRUE(z.offload_param().pin_memory());
+  EXPECT_TRUE(z.stage3_gather_16bit_weights_on_model_save());
+  EXPECT_EQ(d.warnings.size(), 4u);
+
+  DsJson off = Parse(R"({"zero_optimization": {"cpu_offload": false}})");
+  EXPECT_FALSE(off.config.zero_optimization().has_offload_optimizer());
+  EXPECT_THAT(Error(R"({"zero_optimization": {"cpu_offload": true,
+      "offload_optimizer": {"device": "nvme"}}})"),
+              HasSubstr("zero_optimization.cpu_offload and zero_optimization.offload_optimizer"));
+}
+
+TEST(DsJson, UnimplementedFeatureSectionsFailOnlyWhenEnabled) {
+  absl::StatusOr<DsJson> amp =
+      ParseDsJson(R"({"amp": {"enabled": true, "opt_level": "O1"}})", "t.json");
+  ASSERT_FALSE(amp.ok());
+  EXPECT_EQ(amp.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(amp.status().message(), HasSubstr("t.json: amp"));
+  EXPECT_THAT(Error(R"({"pipeline": {"stages": 2}})"), HasSubstr("pipeline"));
+  EXPECT_THAT(Error(R"({"sparse_gradients": true})"), HasSubstr("sparse_gradients"));
+  DsJson off = Parse(R"({"amp": {"enabled": false}, "flops_profiler": {"enabled": false},
+      "sparse_gradients": false})");
+  EXPECT_TRUE(off.warnings.empty());
+}
+
+TEST(DsJson, MalformedJsonNamesTheFile) {
+  EXPECT_THAT(Error(R"({"train_batch_size": 16, "zero_optimization": {"stage": 2})"),
+              HasSubstr("t.json: not valid JSON"));
+  EXPECT_THAT(Error("[1, 2]"), HasSubstr("t.json: expected a JSON object"));
+}
+
+}  // namespace
+}  // namespace zerotrain::trainer
