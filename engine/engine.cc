@@ -53,6 +53,30 @@ partition::NamedTensors TrainableParams(torch::nn::Module& module, std::vector<i
   return named;
 }
 
+// The options that only some stages take. The stage decides nothing else here: Create hands the
+// parameters to the store of that stage.
+absl::Status CheckStageOptions(const EngineOptions& o, const std::string& where) {
+  if (o.stage < 0 || o.stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "stage ", o.stage, " (ZeRO stages are 0, 1, 2 and 3)"));
+  }
+  if (o.offload_optimizer.device != OffloadDevice::kNone && o.stage == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "offload_optimizer ",
+                                                   OffloadDeviceName(o.offload_optimizer.device),
+                                                   " needs ZeRO stage 1-3"));
+  }
+  if (o.offload_param.device != OffloadDevice::kNone && o.stage != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "offload_param ", OffloadDeviceName(o.offload_param.device),
+        " needs ZeRO stage 3 (stage is ", o.stage, ")"));
+  }
+  if (o.sharded_init != nullptr && o.stage != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "a ShardedInit partitions for stage 3; this engine is stage ", o.stage));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Engine::~Engine() = default;
@@ -67,11 +91,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   e->module_ = &module;
   // Local problems are only reported after the ranks have met, so that a rank that fails here
   // does not leave the others waiting in the fingerprint exchange until the timeout.
-  absl::Status local;
-  if (options.stage < 0 || options.stage > 3) {
-    local = absl::InvalidArgumentError(
-        absl::StrCat(where, "stage ", options.stage, " (ZeRO stages are 0, 1, 2 and 3)"));
-  }
+  absl::Status local = CheckStageOptions(options, where);
   auto batch = ResolveBatchSizes(options, group->world_size());
   if (batch.ok()) {
     e->batch_ = *batch;
@@ -108,15 +128,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
     if (owner[i] != owner[i - 1]) segment_starts.push_back(static_cast<int>(i));
   }
   const partition::ShardedInit* init = options.sharded_init;
-  if (init != nullptr && local.ok()) {
-    if (options.stage != 3) {
-      local = absl::InvalidArgumentError(absl::StrCat(
-          where, "a ShardedInit partitions for stage 3; this engine is stage ", options.stage));
-    } else if (init->bucket_numel() != Stage3BucketNumel(options)) {
-      local = absl::InvalidArgumentError(absl::StrCat(
-          where, "the ShardedInit cut buckets of ", init->bucket_numel(), " elements, the engine "
-          "uses ", Stage3BucketNumel(options), " (Stage3BucketNumel of these options)"));
-    }
+  if (init != nullptr && local.ok() && init->bucket_numel() != Stage3BucketNumel(options)) {
+    local = absl::InvalidArgumentError(absl::StrCat(
+        where, "the ShardedInit cut buckets of ", init->bucket_numel(), " elements, the engine "
+        "uses ", Stage3BucketNumel(options), " (Stage3BucketNumel of these options)"));
   }
   std::vector<ParamSignature> signature;
   for (const auto& [name, p] : named) {

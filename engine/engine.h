@@ -37,6 +37,9 @@ class Module;
 }
 namespace zerotrain::checkpoint {
 class CheckpointReader;
+class Manifest;
+struct TagLocation;
+struct WrittenFile;
 }
 namespace zerotrain::offload {
 class PinnedHostPool;
@@ -178,6 +181,11 @@ class Engine {
   // The runs of real elements this rank's master holds, parameter by parameter.
   std::vector<MasterRun> MasterRuns() const;
   absl::Status CheckModelMatches(const checkpoint::CheckpointReader& reader) const;
+  // SaveCheckpoint's phases: this rank's file (the arrays in the store's checkpoint layout, and
+  // the RNG), and the manifest rank 0 commits.
+  absl::Status WriteRankArrays(const checkpoint::TagLocation& at, std::vector<at::Tensor>* arrays,
+                               checkpoint::WrittenFile* written) const;
+  checkpoint::Manifest SaveManifest(const std::map<std::string, std::string>& client_state) const;
 
   EngineOptions options_;
   BatchSizes batch_;

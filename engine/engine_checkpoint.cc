@@ -1,6 +1,7 @@
-// Engine::SaveCheckpoint and Engine::LoadCheckpoint: every rank writes its slice of the fp32
-// master weights and optimizer states (checkpoint/shard_file.h) plus its RNG state; rank 0 then
-// writes the manifest and `latest`. Loading re-slices through the saved layout, so any world
+// Engine::SaveCheckpoint and Engine::LoadCheckpoint: the engine says which arrays each rank saves
+// (its slice of the fp32 master weights and optimizer states, plus its RNG state) and agrees
+// across ranks between the phases of checkpoint/tag_writer.h, which owns the files, the
+// manifest and `latest`. Loading re-slices through the saved layout, so any world
 // size and stage 0-3 can load any checkpoint of the same model (docs/CHECKPOINT.md).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -8,15 +9,13 @@
 #include <torch/nn/module.h>
 
 #include <cstring>
-#include <filesystem>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/manifest.h"
 #include "checkpoint/shard_file.h"
+#include "checkpoint/tag_writer.h"
 #include "tools/status_macros.h"
 #include "engine/engine.h"
 
@@ -57,9 +56,9 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
                                     const std::map<std::string, std::string>& client_state) {
   const int rank = group_->rank();
   const std::string where = absl::StrCat("SaveCheckpoint on rank ", rank, ": ");
-  const std::string tag = tag_in.empty() ? checkpoint::DefaultTag(optimizer_steps_) : tag_in;
-  const std::string tag_dir = absl::StrCat(dir, "/", tag);
-  absl::Status local = checkpoint::ValidateTag(tag);
+  const checkpoint::TagLocation at{
+      dir, tag_in.empty() ? checkpoint::DefaultTag(optimizer_steps_) : tag_in};
+  absl::Status local = checkpoint::ValidateTag(at.tag);
   if (local.ok() && (backward_pending_ || micro_steps_ % batch_.gradient_accumulation_steps != 0)) {
     local = absl::FailedPreconditionError(absl::StrCat(
         "micro step ", micro_steps_, " is inside an accumulation window; save after the Step() "
@@ -69,67 +68,12 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   // Read before anything is written: a store poisoned by a failed swap-in must not be saved.
   auto arrays = ReadState();
   if (local.ok() && !arrays.ok()) local = arrays.status();
-  const std::vector<std::string> state_names = optimizer_->state_names();
-  if (local.ok() && rank == 0) {
-    std::error_code ec;
-    const std::string manifest = absl::StrCat(tag_dir, "/", checkpoint::kManifestFileName);
-    auto latest = checkpoint::ReadLatest(dir);
-    if (latest.ok() && *latest == tag) {
-      local = absl::AlreadyExistsError(absl::StrCat(
-          "checkpoint ", tag_dir, " is the one ", dir, "/latest names; choose another tag or "
-          "remove it"));
-    } else if (std::filesystem::exists(manifest, ec)) {
-      // A complete tag `latest` does not name: left by a save killed between its manifest and
-      // `latest`, or an older run's. Unlisting it first means a crash while it is rewritten
-      // leaves a tag without a manifest, which nothing loads, instead of a mix of old and new.
-      if (!std::filesystem::remove(manifest, ec) || ec) {
-        local = absl::InternalError(absl::StrCat("cannot replace ", manifest, ": ", ec.message()));
-      } else {
-        local = checkpoint::FsyncDirectory(tag_dir);
-      }
-    }
-    if (local.ok() && (std::filesystem::create_directories(tag_dir, ec), ec)) {
-      local = absl::InternalError(absl::StrCat("cannot create ", tag_dir, ": ", ec.message()));
-    }
-  }
+  if (local.ok() && rank == 0) local = checkpoint::PrepareTag(at);
   local = WithPrefix(local, where);
   ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
 
-  // The store says which ranks save state and in which layout (stage 0 holds the whole master
-  // on every rank: rank 0 saves it as a 1-rank layout).
-  const bool holds_state = store_->SavesState(rank);
   checkpoint::WrittenFile written;
-  try {
-    if (local.ok() && holds_state) *arrays = store_->ToCheckpointLayout(*arrays);
-    const int64_t numel = holds_state ? (*arrays)[0].numel() : 0;
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    at::Tensor rng;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      rng = gen.get_state();
-    }
-    checkpoint::ShardFileWriter writer;
-    if (holds_state) {
-      local = writer.Add(checkpoint::kMasterArray, ArrayDType::kFloat32,
-                         (*arrays)[0].data_ptr<float>(), numel);
-      for (size_t i = 0; i < state_names.size(); ++i) {
-        if (local.ok()) {
-          local = writer.Add(state_names[i], ArrayDType::kFloat32,
-                             (*arrays)[i + 1].data_ptr<float>(), numel);
-        }
-      }
-    }
-    if (local.ok()) local = writer.Add(checkpoint::kRngArray, ArrayDType::kBytes,
-                                       rng.data_ptr<uint8_t>(), rng.numel());
-    if (local.ok()) {
-      auto w = writer.Write(absl::StrCat(tag_dir, "/", checkpoint::ShardFileName(rank)));
-      if (w.ok()) written = *w;
-      local = w.status();
-    }
-  } catch (const c10::Error& e) {
-    local = absl::InternalError(e.what_without_backtrace());
-  }
-  local = WithPrefix(local, where);
+  local = WithPrefix(WriteRankArrays(at, &*arrays, &written), where);
   // Rank 0 needs every file's size and checksum for the manifest.
   const int world = group_->world_size();
   at::Tensor mine = at::tensor({local.ok() ? int64_t{0} : int64_t{1}, written.size,
@@ -140,58 +84,91 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
 
   if (rank == 0) {
-    checkpoint::Manifest m;
-    m.set_tag(tag);
-    m.set_world_size(world);
-    m.set_stage(options_.stage);
-    m.set_precision(PrecisionName(options_.precision));
-    std::vector<ParamSignature> signature;
-    const partition::FlatParams& fp = flat_params();
-    for (int i = 0; i < fp.num_params(); ++i) {
-      *m.add_params() = EntryOf(fp.name(i), store_->FullShape(i), fp.dtype(i));
-      signature.push_back({fp.name(i), store_->FullShape(i), c10::toString(fp.dtype(i))});
-    }
-    for (int start : fp.layout().segment_starts()) m.add_segment_starts(start);
-    const Fingerprint f = MakeFingerprint(options_, batch_, signature);
-    if (!f.parts.empty()) m.set_options_fingerprint(f.parts[0].second);
-    m.set_config_text(absl::StrCat("stage: ", options_.stage, "\nprecision: ",
-                                   PrecisionName(options_.precision), "\noptimizer: ",
-                                   optimizer_->name(), "\ntrain_batch_size: ",
-                                   batch_.train_batch_size, "\ngradient_accumulation_steps: ",
-                                   batch_.gradient_accumulation_steps, "\n"));
-    m.set_layout_world_size(store_->checkpoint_world_size());
-    m.set_bucket_numel(flat_params().layout().bucket_numel());
+    std::vector<checkpoint::RankFile> files;
     const int64_t* v = all.data_ptr<int64_t>();
     for (int r = 0; r < world; ++r) {
-      checkpoint::ShardFileEntry* e = m.add_files();
-      e->set_name(checkpoint::ShardFileName(r));
-      e->set_rank(r);
-      e->set_size(v[3 * r + 1]);
-      e->set_crc32c(static_cast<uint32_t>(v[3 * r + 2]));
-      e->set_holds_state(store_->SavesState(r));
+      files.push_back({r, v[3 * r + 1], static_cast<uint32_t>(v[3 * r + 2]),
+                       store_->SavesState(r)});
     }
-    m.set_optimizer(optimizer_->name());
-    for (const std::string& name : state_names) m.add_state_arrays(name);
-    if (scaler_) {
-      const optim::LossScaler::State& s = scaler_->state();
-      m.mutable_loss_scaler()->set_scale(s.scale);
-      m.mutable_loss_scaler()->set_iteration(s.iteration);
-      m.mutable_loss_scaler()->set_last_overflow_iteration(s.last_overflow_iteration);
-      m.mutable_loss_scaler()->set_hysteresis_left(s.hysteresis_left);
-    }
-    m.set_micro_steps(micro_steps_);
-    m.set_optimizer_steps(optimizer_steps_);
-    m.set_skipped_steps(skipped_steps_);
-    m.set_lr(lr_);
-    for (const auto& [k, val] : client_state) (*m.mutable_client_state())[k] = val;
-    // The manifest, then `latest`: a crash before either leaves `latest` on the previous tag.
-    local = checkpoint::WriteManifest(absl::StrCat(tag_dir, "/", checkpoint::kManifestFileName), m);
-    if (local.ok()) local = checkpoint::WriteLatest(dir, tag);
-    local = WithPrefix(local, where);
+    local = WithPrefix(checkpoint::CommitTag(at, SaveManifest(client_state), files), where);
   }
   return AgreeAllOk(local, where);
 }
 
+absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
+                                     std::vector<at::Tensor>* arrays,
+                                     checkpoint::WrittenFile* written) const {
+  // The store says which ranks save state and in which layout (stage 0 holds the whole master
+  // on every rank: rank 0 saves it as a 1-rank layout).
+  const int rank = group_->rank();
+  const bool holds_state = store_->SavesState(rank);
+  try {
+    if (holds_state) *arrays = store_->ToCheckpointLayout(*arrays);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    at::Tensor rng;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      rng = gen.get_state();
+    }
+    std::vector<checkpoint::NamedArray> saved;
+    if (holds_state) {
+      const std::vector<std::string> state_names = optimizer_->state_names();
+      const int64_t numel = (*arrays)[0].numel();
+      saved.push_back({checkpoint::kMasterArray, ArrayDType::kFloat32,
+                       (*arrays)[0].data_ptr<float>(), numel});
+      for (size_t i = 0; i < state_names.size(); ++i) {
+        saved.push_back({state_names[i], ArrayDType::kFloat32,
+                         (*arrays)[i + 1].data_ptr<float>(), numel});
+      }
+    }
+    saved.push_back({checkpoint::kRngArray, ArrayDType::kBytes, rng.data_ptr<uint8_t>(),
+                     rng.numel()});
+    ZT_ASSIGN_OR_RETURN(*written, checkpoint::WriteRankFile(at, rank, saved));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(e.what_without_backtrace());
+  }
+  return absl::OkStatus();
+}
+
+// Everything the manifest says but the file list and the tag (CommitTag adds those).
+checkpoint::Manifest Engine::SaveManifest(
+    const std::map<std::string, std::string>& client_state) const {
+  checkpoint::Manifest m;
+  m.set_world_size(group_->world_size());
+  m.set_stage(options_.stage);
+  m.set_precision(PrecisionName(options_.precision));
+  std::vector<ParamSignature> signature;
+  const partition::FlatParams& fp = flat_params();
+  for (int i = 0; i < fp.num_params(); ++i) {
+    *m.add_params() = EntryOf(fp.name(i), store_->FullShape(i), fp.dtype(i));
+    signature.push_back({fp.name(i), store_->FullShape(i), c10::toString(fp.dtype(i))});
+  }
+  for (int start : fp.layout().segment_starts()) m.add_segment_starts(start);
+  const Fingerprint f = MakeFingerprint(options_, batch_, signature);
+  if (!f.parts.empty()) m.set_options_fingerprint(f.parts[0].second);
+  m.set_config_text(absl::StrCat("stage: ", options_.stage, "\nprecision: ",
+                                 PrecisionName(options_.precision), "\noptimizer: ",
+                                 optimizer_->name(), "\ntrain_batch_size: ",
+                                 batch_.train_batch_size, "\ngradient_accumulation_steps: ",
+                                 batch_.gradient_accumulation_steps, "\n"));
+  m.set_layout_world_size(store_->checkpoint_world_size());
+  m.set_bucket_numel(fp.layout().bucket_numel());
+  m.set_optimizer(optimizer_->name());
+  for (const std::string& name : optimizer_->state_names()) m.add_state_arrays(name);
+  if (scaler_) {
+    const optim::LossScaler::State& s = scaler_->state();
+    m.mutable_loss_scaler()->set_scale(s.scale);
+    m.mutable_loss_scaler()->set_iteration(s.iteration);
+    m.mutable_loss_scaler()->set_last_overflow_iteration(s.last_overflow_iteration);
+    m.mutable_loss_scaler()->set_hysteresis_left(s.hysteresis_left);
+  }
+  m.set_micro_steps(micro_steps_);
+  m.set_optimizer_steps(optimizer_steps_);
+  m.set_skipped_steps(skipped_steps_);
+  m.set_lr(lr_);
+  for (const auto& [k, val] : client_state) (*m.mutable_client_state())[k] = val;
+  return m;
+}
 
 absl::Status Engine::CheckModelMatches(const checkpoint::CheckpointReader& reader) const {
   const checkpoint::Manifest& m = reader.manifest();

@@ -2,7 +2,7 @@
 // ~50M-parameter transformer at ZeRO stage 2 on local ranks, against the same disk's sequential
 // write and read speed measured in the same run: every rank writes (and fsyncs) and then reads a
 // plain file as large as its shard file, concurrently, as the ranks do when saving and loading.
-//   bazel run -c opt //trainer:engine_checkpoint_bench [-- --world=2 --dir=/tmp/zt-ckpt-bench]
+//   bazel run -c opt //engine:engine_checkpoint_bench [-- --world=2 --dir=/tmp/zt-ckpt-bench]
 // Before each read the files are dropped from the page cache (fsync, then
 // posix_fadvise(DONTNEED)), so both reads come from the disk; both writes include fsync.
 #include <fcntl.h>

@@ -21,15 +21,6 @@ absl::Status Engine::InitOffload() {
   const std::string where = absl::StrCat("Engine::Create on rank ", group_->rank(), ": ");
   const OptimizerOffloadOptions& off = options_.offload_optimizer;
   const ParamOffloadOptions& param = options_.offload_param;
-  if (off.device != OffloadDevice::kNone && options_.stage == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "offload_optimizer ", OffloadDeviceName(off.device), " needs ZeRO stage 1-3"));
-  }
-  if (param.device != OffloadDevice::kNone && options_.stage != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "offload_param ", OffloadDeviceName(param.device), " needs ZeRO stage 3 (stage is ",
-        options_.stage, ")"));
-  }
   offload::PinnedHostPoolOptions po;
   po.use_cuda_host_alloc = (off.device != OffloadDevice::kNone && off.pin_memory) ||
                            (param.device != OffloadDevice::kNone && param.pin_memory);

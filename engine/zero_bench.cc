@@ -2,7 +2,7 @@
 // at ZeRO stages 0, 1, 2 and 3 (with and without prefetch) on local ranks in one run; prints samples/s, the step-time split and
 // model-state bytes per rank next to the ZeRO formula, as a markdown table. samples/s comes from
 // the median step (forward + Backward + Step between barriers); the split columns are means.
-//   bazel run -c opt //trainer:zero_bench [-- --world=2 --steps=5 --micro=4 --backend=gloo|shm
+//   bazel run -c opt //engine:zero_bench [-- --world=2 --steps=5 --micro=4 --backend=gloo|shm
 //                                              --allgather_bucket_size=4194304]
 // Started without rank variables it launches the ranks itself (this binary, one process each,
 // OMP_NUM_THREADS=1 unless set, as torchrun does).

@@ -4,7 +4,7 @@
 // alive after forward (what the graph keeps for backward), the peak during the step and the
 // recomputation time; as a markdown table. Steps of the two variants alternate, so a machine
 // busy with other work slows both alike.
-//   bazel run -c opt //checkpoint:activation_checkpoint_bench [-- --steps=7 --threads=1 --dim=256
+//   bazel run -c opt //recompute:activation_checkpoint_bench [-- --steps=7 --threads=1 --dim=256
 //       --heads=8 --layers=12 --seq=128 --batch=8]
 #include <torch/torch.h>
 

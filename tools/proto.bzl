@@ -1,5 +1,6 @@
-# cc_proto: compiles .proto files with the system protoc (Debian's protobuf-compiler) into a
-# cc_library that links the system libprotobuf. Imports resolve against the workspace root.
+# cc_proto: compiles .proto files with Debian's protoc (//third_party:protoc, a declared tool, so a
+# new protoc regenerates the code) into a cc_library that links Debian's libprotobuf. Imports
+# resolve against the workspace root.
 
 def cc_proto(name, srcs, deps = [], visibility = None, testonly = False):
     hdrs = []
@@ -14,9 +15,10 @@ def cc_proto(name, srcs, deps = [], visibility = None, testonly = False):
             name = "%s_%s_protoc" % (name, base.replace("/", "_")),
             srcs = [src] + [d + "_srcs" for d in deps],
             outs = [base + ".pb.h", base + ".pb.cc"],
+            tools = ["//third_party:protoc"],
             # The root of the repository holding this package: "." here, external/<repo> elsewhere.
             cmd = ("root=$$(dirname $(location %s) | sed 's|/%s$$||'); " % (src, native.package_name()) +
-                   "/usr/bin/protoc -I$$root -I. --cpp_out=$(GENDIR)/$$root $(location %s)" % src),
+                   "$(location //third_party:protoc) -I$$root -I. --cpp_out=$(GENDIR)/$$root $(location %s)" % src),
             testonly = testonly,
         )
     native.filegroup(

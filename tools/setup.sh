@@ -10,8 +10,9 @@ VENV="$ROOT/.venv"
 TORCH_VERSION="2.11.0"
 APT_PACKAGES=(
   bazel-bootstrap g++ git python3 python3-venv
-  libabsl-dev libgoogle-glog-dev libprotobuf-dev protobuf-compiler
+  libabsl-dev libgoogle-glog-dev libgflags-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format-14
 )
 
 say() { echo "setup: $*"; }
@@ -56,15 +57,24 @@ Install torch==$TORCH_VERSION yourself and build with --repo_env=LIBTORCH_HOME=<
   [ "$(installed_torch_version)" = "$TORCH_VERSION" ] || die "torch $TORCH_VERSION did not install into $VENV"
 }
 
+# A Debian package's version as tools/versions.txt pins it: no epoch, cut at the first of the
+# characters in $2 (third_party/debian/debian_library.bzl's trim_version does the same).
+deb_version() {
+  dpkg-query -W -f='${Version}' "$1" 2>/dev/null | sed "s/^[0-9]*://; s/[$2].*//"
+}
+
 # Prints "name found expected" lines and warns where the machine differs from tools/versions.txt.
 check_versions() {
-  local found
+  local found p
   declare -A have
   have[debian]=$(cut -d. -f1 /etc/debian_version 2>/dev/null || echo none)
   have[bazel-bootstrap]=$(dpkg-query -W -f='${Version}' bazel-bootstrap 2>/dev/null | sed 's/[+~-].*//')
   have[g++]=$(g++ -dumpfullversion 2>/dev/null || echo none)
   have[protobuf-compiler]=$(protoc --version 2>/dev/null | awk '{print $2}')
-  have[libabsl-dev]=$(dpkg-query -W -f='${Version}' libabsl-dev 2>/dev/null | sed 's/[.+~-].*//')
+  have[libabsl-dev]=$(deb_version libabsl-dev '.+~-')
+  for p in libgoogle-glog-dev libgflags-dev libprotobuf-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format-14; do
+    have[$p]=$(deb_version "$p" '+~-')
+  done
   have[python]=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   have[torch]=$(installed_torch_version)
   have[cuda]=$(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')

@@ -1,5 +1,5 @@
 // The section validators ValidateConfig (config_validate.h) is assembled from; internal to
-// //trainer:config_validate. Each reads `config` (its getters give the declared defaults),
+// //trainer/config:config_validate. Each reads `config` (its getters give the declared defaults),
 // fills its option struct and writes the values it used into the effective proto.
 #pragma once
 

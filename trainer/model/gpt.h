@@ -1,7 +1,7 @@
 // Gpt: the trainer's small decoder-only transformer (token + position embeddings, pre-LayerNorm
 // blocks of causal self-attention and a GELU MLP, a final LayerNorm, output weights tied to the
 // token embedding). Built from standard torch::nn submodules so the engine treats it like any
-// user model; "checkpoint every k blocks" recomputes blocks during backward (checkpoint/).
+// user model; "checkpoint every k blocks" recomputes blocks during backward (recompute/).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,4 +1,4 @@
-// //checkpoint:consolidate end to end: 2 ranks train an MLP at ZeRO stage 2 and save a sharded
+// //checkpoint:consolidate end to end, under the Engine: 2 ranks train an MLP at ZeRO stage 2 and save a sharded
 // checkpoint; the tool, run as a user runs it, turns it into one state dict whose tensors LibTorch's
 // torch.save reader loads with the module's names and shapes, equal to the trained parameters.
 #include <spawn.h>
@@ -19,7 +19,7 @@
 #include "tools/status_macros.h"
 #include "engine/engine.h"
 
-namespace zerotrain::checkpoint {
+namespace zerotrain::engine {
 namespace {
 
 std::string g_tool;  // argv[1]
@@ -52,11 +52,11 @@ absl::StatusOr<std::string> TrainSaveConsolidate(int rank) {
   ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(*info, {}));
   torch::manual_seed(0);
   Mlp net;
-  trainer::EngineOptions o;
+  engine::EngineOptions o;
   o.stage = 2;
   o.train_micro_batch_size_per_gpu = 4;
   o.reduce_bucket_size = 100;  // several buckets, parameters split across ranks
-  ZT_ASSIGN_OR_RETURN(auto engine, trainer::Engine::Create(net, o, group.get()));
+  ZT_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(net, o, group.get()));
   for (int step = 0; step < 3; ++step) {
     torch::manual_seed(100 * step + rank);
     ZT_RETURN_IF_ERROR(engine->Backward(net.forward(torch::randn({4, 13})).pow(2).mean()));
@@ -101,7 +101,7 @@ TEST(ConsolidateTest, ShardedStage2CheckpointBecomesOneStateDict) {
 }
 
 }  // namespace
-}  // namespace zerotrain::checkpoint
+}  // namespace zerotrain::engine
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
@@ -110,6 +110,6 @@ int main(int argc, char** argv) {
   if (argc >= 2) setenv("ZT_CONSOLIDATE_TOOL", argv[1], 1);
   const char* tool = std::getenv("ZT_CONSOLIDATE_TOOL");
   if (tool == nullptr) return 2;
-  zerotrain::checkpoint::g_tool = tool;
+  zerotrain::engine::g_tool = tool;
   return RUN_ALL_TESTS();
 }
