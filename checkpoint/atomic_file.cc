@@ -40,7 +40,10 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path)
 }
 
 AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
-    : path_(std::move(o.path_)), temp_(std::move(o.temp_)), fd_(o.fd_), size_(o.size_),
+    : path_(std::move(o.path_)),
+      temp_(std::move(o.temp_)),
+      fd_(o.fd_),
+      size_(o.size_),
       crc_(o.crc_) {
   o.fd_ = -1;
   o.temp_.clear();

@@ -99,7 +99,8 @@ absl::Status ReadEverything(const std::string& dir, const Written& w) {
   for (int r = 0; r < 2; ++r) {
     auto rng = (*reader)->ReadRankBytes(r, kRngArray);
     if (!rng.ok()) return rng.status();
-    if (std::string(rng->begin(), rng->end()) != w.rng[r]) return absl::InternalError("SILENT GARBAGE");
+    if (std::string(rng->begin(), rng->end()) != w.rng[r])
+      return absl::InternalError("SILENT GARBAGE");
   }
   if ((*reader)->manifest().client_state().at("sampler") != "12") {
     return absl::InternalError("SILENT GARBAGE");
@@ -108,8 +109,8 @@ absl::Status ReadEverything(const std::string& dir, const Written& w) {
 }
 
 TEST(Corruption, EveryFlipOrTruncationIsCaught) {
-  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR")
-                                                                  : "/tmp", "/corruption");
+  const std::string dir =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/corruption");
   std::filesystem::remove_all(dir);
   const Written w = WriteSmallCheckpoint(dir);
   ASSERT_TRUE(ReadEverything(dir, w).ok()) << ReadEverything(dir, w);

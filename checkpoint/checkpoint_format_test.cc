@@ -52,7 +52,8 @@ TEST(ShardFile, RoundTripAndRanges) {
   EXPECT_EQ(written->crc32c, Crc32c(whole->data(), whole->size()));
   auto r = ShardFileReader::Open(dir + "/f.zts");
   ASSERT_TRUE(r.ok()) << r.status();
-  for (auto [off, n] : std::vector<std::pair<int, int>>{{0, 1000}, {3, 17}, {15, 1}, {999, 1}, {16, 16}}) {
+  for (auto [off, n] :
+       std::vector<std::pair<int, int>>{{0, 1000}, {3, 17}, {15, 1}, {999, 1}, {16, 16}}) {
     std::vector<float> got(n);
     ASSERT_TRUE(r->ReadRange("a", off, n, got.data()).ok());
     for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], a[off + i]);
@@ -124,7 +125,8 @@ TEST(CheckpointReader, ReadsAnyRangeForAnyLayout) {
           if (begin + n > 83) continue;
           std::vector<float> got(n);
           ASSERT_TRUE((*r)->ReadFlat(kMasterArray, begin, n, got.data()).ok());
-          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], flat[begin + i]) << world << " " << bucket;
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(got[i], flat[begin + i]) << world << " " << bucket;
         }
       }
       auto p3 = (*r)->ReadParam(3);
@@ -165,7 +167,8 @@ TEST(Manifest, NewerFormatIsRefusedClearly) {
   auto newer = DecodeManifest(bytes, "dir/manifest.ztm");
   ASSERT_FALSE(newer.ok());
   EXPECT_NE(newer.status().message().find("dir/manifest.ztm: format version 2 is newer"),
-            std::string::npos) << newer.status();
+            std::string::npos)
+      << newer.status();
 }
 
 }  // namespace

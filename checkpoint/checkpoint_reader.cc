@@ -36,7 +36,8 @@ absl::StatusOr<std::string> ReadLatest(const std::string& dir) {
   const std::string path = absl::StrCat(dir, "/", kLatestFileName);
   auto text = ReadWholeFile(path);
   if (!text.ok()) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, ": ", text.status().message()));
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoint in ", dir, ": ", text.status().message()));
   }
   std::string tag(absl::StripAsciiWhitespace(*text));
   absl::Status s = ValidateTag(tag);
@@ -49,8 +50,9 @@ std::vector<FlatRun> RunsOf(const partition::ShardLayout& layout, int64_t begin,
   const auto& buckets = layout.buckets();
   const int64_t end = begin + numel;
   for (int64_t i = begin; i < end;) {
-    auto it = std::upper_bound(buckets.begin(), buckets.end(), i,
-                               [](int64_t v, const partition::LayoutBucket& b) { return v < b.begin; });
+    auto it =
+        std::upper_bound(buckets.begin(), buckets.end(), i,
+                         [](int64_t v, const partition::LayoutBucket& b) { return v < b.begin; });
     const partition::LayoutBucket& b = *(it - 1);
     const int rank = layout.OwnerOf(i);
     const int64_t slice_end = b.begin + (rank + 1) * b.slice;
@@ -101,8 +103,8 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const s
     const std::string path = absl::StrCat(r->tag_dir_, "/", f.name());
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
-      return absl::NotFoundError(absl::StrCat("checkpoint ", r->tag_dir_, ": shard file ", path,
-                                              " is missing"));
+      return absl::NotFoundError(
+          absl::StrCat("checkpoint ", r->tag_dir_, ": shard file ", path, " is missing"));
     }
     if (st.st_size != f.size()) {
       return absl::DataLossError(absl::StrCat("checkpoint shard file ", path, ": ", st.st_size,
@@ -140,18 +142,18 @@ absl::Status CheckpointReader::ReadFlat(const std::string& array, int64_t begin,
   if (begin < 0 || numel < 0 || begin + numel > layout_->padded_numel()) {
     return absl::OutOfRangeError(absl::StrCat("checkpoint ", tag_dir_, ": flat range [", begin,
                                               ", ", begin + numel, ") outside ",
-                                              layout_->padded_numel(),
-                                              " elements"));
+                                              layout_->padded_numel(), " elements"));
   }
   for (const FlatRun& run : RunsOf(*layout_, begin, numel)) {
     auto file = FileOf(run.rank);
     if (!file.ok()) return file.status();
     const ArrayInfo* a = (*file)->Find(array);
     if (a == nullptr || a->dtype != ArrayDType::kFloat32) {
-      return absl::DataLossError(absl::StrCat("checkpoint shard file ", (*file)->path(),
-                                              ": no fp32 array '", array, "'"));
+      return absl::DataLossError(
+          absl::StrCat("checkpoint shard file ", (*file)->path(), ": no fp32 array '", array, "'"));
     }
-    absl::Status s = (*file)->ReadRange(array, run.shard_offset, run.numel, out + (run.begin - begin));
+    absl::Status s =
+        (*file)->ReadRange(array, run.shard_offset, run.numel, out + (run.begin - begin));
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -172,8 +174,8 @@ absl::StatusOr<std::vector<uint8_t>> CheckpointReader::ReadRankBytes(int rank,
   auto file = FileOf(rank);
   if (!file.ok()) return file.status();
   if ((*file)->Find(array) == nullptr) {
-    return absl::NotFoundError(absl::StrCat("checkpoint shard file ", (*file)->path(),
-                                            ": no array '", array, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint shard file ", (*file)->path(), ": no array '", array, "'"));
   }
   return (*file)->ReadAllBytes(array);
 }
@@ -184,8 +186,8 @@ absl::Status CheckpointReader::VerifyFileChecksums() const {
     auto bytes = ReadWholeFile(path);
     if (!bytes.ok()) return bytes.status();
     if (Crc32c(bytes->data(), bytes->size()) != f.crc32c()) {
-      return absl::DataLossError(absl::StrCat("checkpoint shard file ", path,
-                                              ": checksum mismatch with the manifest"));
+      return absl::DataLossError(
+          absl::StrCat("checkpoint shard file ", path, ": checksum mismatch with the manifest"));
     }
   }
   return absl::OkStatus();

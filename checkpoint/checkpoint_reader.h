@@ -28,7 +28,7 @@ inline constexpr char kMasterArray[] = "master";      // per element, fp32
 inline constexpr char kRngArray[] = "cpu_rng_state";  // bytes, per saving rank
 
 std::string DefaultTag(int64_t optimizer_steps);  // "global_step<N>"
-std::string ShardFileName(int rank);               // "rank_<r>.zts"
+std::string ShardFileName(int rank);              // "rank_<r>.zts"
 // A tag is one plain directory name: not empty, no '/', not "." / "..", not starting with '.'.
 absl::Status ValidateTag(const std::string& tag);
 absl::Status WriteLatest(const std::string& dir, const std::string& tag);  // crash-safe

@@ -25,7 +25,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const size_t eq = a.find('=');
-    const std::string name = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    const std::string name = a.substr(0, eq),
+                      value = eq == std::string::npos ? "" : a.substr(eq + 1);
     if (name == "--checkpoint_dir") {
       f.checkpoint_dir = value;
     } else if (name == "--tag") {
@@ -65,8 +66,10 @@ int main(int argc, char** argv) {
   using namespace zerotrain::checkpoint;
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
-    std::fprintf(stderr, "consolidate: %s\nusage: consolidate --checkpoint_dir=DIR [--tag=TAG] "
-                 "--output=FILE\n", std::string(flags.status().message()).c_str());
+    std::fprintf(stderr,
+                 "consolidate: %s\nusage: consolidate --checkpoint_dir=DIR [--tag=TAG] "
+                 "--output=FILE\n",
+                 std::string(flags.status().message()).c_str());
     return 2;
   }
   int64_t params = 0, bytes = 0;
@@ -76,7 +79,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("consolidate: %lld fp32 parameters (%lld bytes) written to %s\n",
-              static_cast<long long>(params), static_cast<long long>(bytes),
-              flags->output.c_str());
+              static_cast<long long>(params), static_cast<long long>(bytes), flags->output.c_str());
   return 0;
 }

@@ -60,8 +60,8 @@ absl::StatusOr<Manifest> DecodeManifest(const std::string& bytes, const std::str
     return Corrupt(path, "the payload does not parse");
   }
   if (m.format_version() != version) {
-    return Corrupt(path, absl::StrCat("format version ", m.format_version(),
-                                      " inside, ", version, " in the header"));
+    return Corrupt(path, absl::StrCat("format version ", m.format_version(), " inside, ", version,
+                                      " in the header"));
   }
   return m;
 }

@@ -32,8 +32,8 @@ absl::Status PreadFully(int fd, void* out, int64_t n, int64_t offset, const std:
   while (n > 0) {
     const ssize_t r = ::pread(fd, p, static_cast<size_t>(n), offset);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return absl::InternalError(absl::StrCat("cannot read ", path, ": ",
-                                                       std::strerror(errno)));
+    if (r < 0)
+      return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
     if (r == 0) return Corrupt(path, "unexpected end of file (truncated?)");
     p += r;
     n -= r;
@@ -79,8 +79,8 @@ absl::StatusOr<WrittenFile> ShardFileWriter::Write(const std::string& path) cons
   PutLittleEndian(&header, kShardFormatVersion, 4);
   PutLittleEndian(&header, chunk_bytes_, 4);
   PutLittleEndian(&header, table.size(), 8);
-  PutLittleEndian(&header, Crc32cExtend(Crc32c(header.data(), header.size()), table.data(),
-                                        table.size()), 4);
+  PutLittleEndian(
+      &header, Crc32cExtend(Crc32c(header.data(), header.size()), table.data(), table.size()), 4);
   auto writer = AtomicFileWriter::Open(path);
   if (!writer.ok()) return writer.status();
   absl::Status s = writer->Append(header.data(), static_cast<int64_t>(header.size()));
@@ -99,20 +99,21 @@ absl::StatusOr<ShardFileReader> ShardFileReader::Open(const std::string& path) {
   r.path_ = path;
   r.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (r.fd_ < 0) {
-    return absl::Status(errno == ENOENT ? absl::StatusCode::kNotFound
-                                        : absl::StatusCode::kInternal,
+    return absl::Status(errno == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kInternal,
                         absl::StrCat("checkpoint shard file ", path, ": ", std::strerror(errno)));
   }
   struct stat st;
   if (::fstat(r.fd_, &st) != 0) return Corrupt(path, "cannot stat");
   r.file_size_ = st.st_size;
   if (r.file_size_ < kHeaderBytes) {
-    return Corrupt(path, absl::StrCat("truncated: ", r.file_size_, " bytes, shorter than the header"));
+    return Corrupt(path,
+                   absl::StrCat("truncated: ", r.file_size_, " bytes, shorter than the header"));
   }
   char h[kHeaderBytes];
   absl::Status s = PreadFully(r.fd_, h, kHeaderBytes, 0, path);
   if (!s.ok()) return s;
-  if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0) return Corrupt(path, "not a shard file (bad magic)");
+  if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0)
+    return Corrupt(path, "not a shard file (bad magic)");
   const uint32_t version = static_cast<uint32_t>(GetLittleEndian(h + 8, 4));
   if (version > kShardFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -154,17 +155,20 @@ absl::Status ShardFileReader::ParseTable(const std::string& table) {
     a.name = table.substr(pos, name_len);
     pos += name_len;
     const uint8_t dtype = static_cast<uint8_t>(table[pos++]);
-    if (dtype != 1 && dtype != 2) return Corrupt(path_, absl::StrCat("array ", a.name, ": dtype ", dtype));
+    if (dtype != 1 && dtype != 2)
+      return Corrupt(path_, absl::StrCat("array ", a.name, ": dtype ", dtype));
     a.dtype = static_cast<ArrayDType>(dtype);
     const uint64_t numel = GetLittleEndian(table.data() + pos, 8);
     pos += 8;
     if (numel > static_cast<uint64_t>(file_size_)) {
-      return Corrupt(path_, absl::StrCat("array ", a.name, ": ", numel, " elements exceed the file"));
+      return Corrupt(path_,
+                     absl::StrCat("array ", a.name, ": ", numel, " elements exceed the file"));
     }
     a.numel = static_cast<int64_t>(numel);
     const int64_t bytes = a.numel * ArrayDTypeSize(a.dtype);
     const int64_t chunks = NumChunks(bytes, chunk_bytes_);
-    if ((size - pos) / 4 < chunks) return Corrupt(path_, absl::StrCat("array ", a.name, ": chunk checksums cut short"));
+    if ((size - pos) / 4 < chunks)
+      return Corrupt(path_, absl::StrCat("array ", a.name, ": chunk checksums cut short"));
     for (int64_t c = 0; c < chunks; ++c, pos += 4) {
       a.chunk_crcs.push_back(static_cast<uint32_t>(GetLittleEndian(table.data() + pos, 4)));
     }
@@ -183,9 +187,14 @@ absl::Status ShardFileReader::ParseTable(const std::string& table) {
 }
 
 ShardFileReader::ShardFileReader(ShardFileReader&& o) noexcept
-    : path_(std::move(o.path_)), fd_(o.fd_), file_size_(o.file_size_),
-      chunk_bytes_(o.chunk_bytes_), arrays_(std::move(o.arrays_)), index_(std::move(o.index_)),
-      chunk_(std::move(o.chunk_)), chunk_file_offset_(o.chunk_file_offset_) {
+    : path_(std::move(o.path_)),
+      fd_(o.fd_),
+      file_size_(o.file_size_),
+      chunk_bytes_(o.chunk_bytes_),
+      arrays_(std::move(o.arrays_)),
+      index_(std::move(o.index_)),
+      chunk_(std::move(o.chunk_)),
+      chunk_file_offset_(o.chunk_file_offset_) {
   o.fd_ = -1;
 }
 
@@ -204,8 +213,8 @@ absl::Status ShardFileReader::ReadRange(const std::string& name, int64_t offset,
   if (a == nullptr) return Corrupt(path_, absl::StrCat("no array named '", name, "'"));
   if (offset < 0 || numel < 0 || offset + numel > a->numel) {
     return absl::OutOfRangeError(absl::StrCat("checkpoint shard file ", path_, ": array ", name,
-                                              " has ", a->numel, " elements, asked for [",
-                                              offset, ", ", offset + numel, ")"));
+                                              " has ", a->numel, " elements, asked for [", offset,
+                                              ", ", offset + numel, ")"));
   }
   if (numel == 0) return absl::OkStatus();
   const int64_t esize = ArrayDTypeSize(a->dtype);
@@ -238,7 +247,8 @@ absl::Status ShardFileReader::ReadRange(const std::string& name, int64_t offset,
       chunk_file_offset_ = a->data_offset + cbegin;
     }
     const int64_t from = std::max(begin, cbegin), to = std::min(end, cbegin + n);
-    std::memcpy(dst + (from - begin), chunk_.data() + (from - cbegin), static_cast<size_t>(to - from));
+    std::memcpy(dst + (from - begin), chunk_.data() + (from - cbegin),
+                static_cast<size_t>(to - from));
   }
   return absl::OkStatus();
 }

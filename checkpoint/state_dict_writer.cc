@@ -4,8 +4,8 @@
 // are written as they come; the pickle, which only references them, is written at the end.
 #include "checkpoint/state_dict_writer.h"
 
-#include <caffe2/serialize/inline_container.h>
 #include <c10/util/Exception.h>
+#include <caffe2/serialize/inline_container.h>
 
 #include <cstring>
 
@@ -99,10 +99,9 @@ absl::Status StateDictWriter::Add(const std::string& name, const std::vector<int
   try {
     state_->zip->writeRecord("data/" + key, data, numel * sizeof(float));
   } catch (const c10::Error& e) {
-    return absl::DataLossError(absl::StrCat(state_->file->path(), ": writing '", name, "': ",
-                                            state_->write_error.ok()
-                                                ? e.what_without_backtrace()
-                                                : state_->write_error.message()));
+    return absl::DataLossError(absl::StrCat(
+        state_->file->path(), ": writing '", name, "': ",
+        state_->write_error.ok() ? e.what_without_backtrace() : state_->write_error.message()));
   }
   state_->entries.push_back({name, shape, numel});
   return absl::OkStatus();
@@ -141,7 +140,7 @@ absl::Status StateDictWriter::Finish() {
     }
     for (int64_t s : strides) p.Int(s);
     p.Op('t');
-    p.Op('\x89');  // requires_grad = False
+    p.Op('\x89');          // requires_grad = False
     p.EmptyOrderedDict();  // backward hooks
     p.Op('t');
     p.Op('R');

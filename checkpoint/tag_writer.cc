@@ -21,7 +21,8 @@ absl::Status UnlistStaleTag(const std::string& tag_dir) {
   const std::string manifest = absl::StrCat(tag_dir, "/", kManifestFileName);
   std::error_code ec;
   const bool exists = std::filesystem::exists(manifest, ec);  // "not found" leaves ec clear
-  if (ec) return absl::InternalError(absl::StrCat("cannot look for ", manifest, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot look for ", manifest, ": ", ec.message()));
   if (!exists) return absl::OkStatus();
   std::filesystem::remove(manifest, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot replace ", manifest, ": ", ec.message()));
@@ -36,16 +37,16 @@ absl::Status CheckFiles(const Manifest& m, const std::vector<RankFile>& files,
   std::set<int> ranks, holding;
   for (const RankFile& f : files) {
     if (f.rank < 0 || !ranks.insert(f.rank).second) {
-      return absl::InvalidArgumentError(absl::StrCat(what, "the file of rank ", f.rank,
-                                                     f.rank < 0 ? " is invalid" : " is listed twice"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "the file of rank ", f.rank, f.rank < 0 ? " is invalid" : " is listed twice"));
     }
     if (f.holds_state) holding.insert(f.rank);
   }
   for (int r = 0; r < m.layout_world_size(); ++r) {
     if (holding.count(r) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, "no state-holding file for layout rank ", r, " (layout_world_size ",
-          m.layout_world_size(), ", ", files.size(), " files listed)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "no state-holding file for layout rank ", r, " (layout_world_size ",
+                       m.layout_world_size(), ", ", files.size(), " files listed)"));
     }
   }
   return absl::OkStatus();
@@ -69,8 +70,8 @@ absl::Status PrepareTag(const TagLocation& at) {
   std::error_code ec;
   std::filesystem::create_directories(tag_dir, ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create checkpoint directory ", tag_dir, ": ",
-                                            ec.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot create checkpoint directory ", tag_dir, ": ", ec.message()));
   }
   return absl::OkStatus();
 }
@@ -81,8 +82,8 @@ absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, int rank,
   const std::string tag_dir = TagDirectory(at);
   const std::string path = absl::StrCat(tag_dir, "/", ShardFileName(rank));
   if (rank < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("shard file of rank ", rank, " in ", tag_dir,
-                                                   ": invalid rank"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard file of rank ", rank, " in ", tag_dir, ": invalid rank"));
   }
   // Rank 0 created it; a rank that cannot see it most likely does not share `dir` with rank 0,
   // which the bare "cannot create <temp file>" would not say.

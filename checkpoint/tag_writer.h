@@ -62,6 +62,7 @@ absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, int rank,
 // `<dir>/latest` at the tag. Refuses (InvalidArgument, before writing anything) a file list the
 // reader would refuse: a rank listed twice, or a layout rank in [0, layout_world_size) without a
 // state-holding file.
-absl::Status CommitTag(const TagLocation& at, Manifest manifest, const std::vector<RankFile>& files);
+absl::Status CommitTag(const TagLocation& at, Manifest manifest,
+                       const std::vector<RankFile>& files);
 
 }  // namespace zerotrain::checkpoint

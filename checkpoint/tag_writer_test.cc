@@ -79,12 +79,11 @@ std::vector<RankFile> WriteBothRanks(const TagLocation& at, const std::vector<fl
     std::vector<float> exp_avg;
     for (float v : master) exp_avg.push_back(-v);
     const std::string rng = absl::StrCat("rng of rank ", r);
-    auto w = WriteRankFile(at, r, {{kMasterArray, ArrayDType::kFloat32, master.data(),
-                                    static_cast<int64_t>(master.size())},
-                                   {"exp_avg", ArrayDType::kFloat32, exp_avg.data(),
-                                    static_cast<int64_t>(exp_avg.size())},
-                                   {kRngArray, ArrayDType::kBytes, rng.data(),
-                                    static_cast<int64_t>(rng.size())}});
+    auto w = WriteRankFile(
+        at, r,
+        {{kMasterArray, ArrayDType::kFloat32, master.data(), static_cast<int64_t>(master.size())},
+         {"exp_avg", ArrayDType::kFloat32, exp_avg.data(), static_cast<int64_t>(exp_avg.size())},
+         {kRngArray, ArrayDType::kBytes, rng.data(), static_cast<int64_t>(rng.size())}});
     EXPECT_TRUE(w.ok()) << w.status();
     if (!w.ok()) return {};
     EXPECT_EQ(w->path, absl::StrCat(TagDirectory(at), "/", ShardFileName(r)));
@@ -133,9 +132,8 @@ TEST(TagWriter, RoundTripReadsBackThroughTheReader) {
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_EQ(m.files(r).name(), ShardFileName(r));
     EXPECT_EQ(m.files(r).rank(), r);
-    EXPECT_EQ(m.files(r).size(),
-              static_cast<int64_t>(std::filesystem::file_size(
-                  absl::StrCat(dir, "/global_step3/", ShardFileName(r)))));
+    EXPECT_EQ(m.files(r).size(), static_cast<int64_t>(std::filesystem::file_size(
+                                     absl::StrCat(dir, "/global_step3/", ShardFileName(r)))));
     auto rng = (*reader)->ReadRankBytes(r, kRngArray);
     ASSERT_TRUE(rng.ok()) << rng.status();
     EXPECT_EQ(std::string(rng->begin(), rng->end()), absl::StrCat("rng of rank ", r));
@@ -194,7 +192,8 @@ TEST(TagWriter, InvalidTagsAreRefusedBeforeAnythingIsWritten) {
   for (const std::string tag : {"", ".", "..", ".hidden", "a/b", "x\ny"}) {
     const TagLocation at{dir, tag};
     for (const absl::Status& s :
-         {PrepareTag(at), WriteRankFile(at, 0, {{kMasterArray, ArrayDType::kFloat32, &x, 1}}).status(),
+         {PrepareTag(at),
+          WriteRankFile(at, 0, {{kMasterArray, ArrayDType::kFloat32, &x, 1}}).status(),
           CommitTag(at, ManifestFor(), {{0, 1, 0, true}, {1, 1, 0, true}})}) {
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "tag '" << tag << "': " << s;
       EXPECT_NE(s.message().find("checkpoint tag '"), std::string::npos) << s;
@@ -229,14 +228,16 @@ TEST(TagWriter, UnwritablePlaceGivesOneErrorNamingThePath) {
   const std::string dir = absl::StrCat(file, "/ckpt");
   absl::Status s = PrepareTag({dir, "t"});
   EXPECT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), absl::StrCat("cannot create checkpoint directory ", dir,
-                                      "/t: Not a directory"));
+  EXPECT_EQ(s.message(),
+            absl::StrCat("cannot create checkpoint directory ", dir, "/t: Not a directory"));
 
   const float x = 1;
-  absl::StatusOr<WrittenFile> w = WriteRankFile({dir, "t"}, 1, {{"a", ArrayDType::kFloat32, &x, 1}});
+  absl::StatusOr<WrittenFile> w =
+      WriteRankFile({dir, "t"}, 1, {{"a", ArrayDType::kFloat32, &x, 1}});
   EXPECT_EQ(w.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(w.status().message().find(absl::StrCat("cannot write ", dir, "/t/rank_1.zts")),
-            std::string::npos) << w.status();
+            std::string::npos)
+      << w.status();
   EXPECT_NE(w.status().message().find("every rank must see the same"), std::string::npos);
 
   absl::Status c = CommitTag({dir, "t"}, ManifestFor(), {{0, 1, 0, true}, {1, 1, 0, true}});
@@ -248,8 +249,8 @@ TEST(TagWriter, UnwritablePlaceGivesOneErrorNamingThePath) {
     std::filesystem::create_directories(ro);
     chmod(ro.c_str(), 0555);
     absl::Status p = PrepareTag({ro, "t"});
-    EXPECT_EQ(p.message(), absl::StrCat("cannot create checkpoint directory ", ro,
-                                        "/t: Permission denied"));
+    EXPECT_EQ(p.message(),
+              absl::StrCat("cannot create checkpoint directory ", ro, "/t: Permission denied"));
     chmod(ro.c_str(), 0755);
   }
 }
@@ -258,11 +259,12 @@ TEST(TagWriter, BadArrayNamesTheFile) {
   const std::string dir = TempDir("bad_array");
   ASSERT_TRUE(PrepareTag({dir, "t"}).ok());
   const float x = 1;
-  auto w = WriteRankFile({dir, "t"}, 0, {{"a", ArrayDType::kFloat32, &x, 1},
-                                         {"a", ArrayDType::kFloat32, &x, 1}});
+  auto w = WriteRankFile({dir, "t"}, 0,
+                         {{"a", ArrayDType::kFloat32, &x, 1}, {"a", ArrayDType::kFloat32, &x, 1}});
   EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(w.status().message().find(absl::StrCat("shard file ", dir, "/t/rank_0.zts: ")),
-            std::string::npos) << w.status();
+            std::string::npos)
+      << w.status();
   EXPECT_NE(w.status().message().find("duplicate 'a'"), std::string::npos) << w.status();
   EXPECT_FALSE(std::filesystem::exists(absl::StrCat(dir, "/t/rank_0.zts")));
 }

@@ -12,8 +12,12 @@ namespace {
 using Signature = std::array<int64_t, 6>;
 
 Signature SignatureOf(const OpDesc& op) {
-  return {static_cast<int64_t>(op.seq), static_cast<int64_t>(op.kind),
-          static_cast<int64_t>(op.reduce), static_cast<int64_t>(op.dtype), op.numel, op.root};
+  return {static_cast<int64_t>(op.seq),
+          static_cast<int64_t>(op.kind),
+          static_cast<int64_t>(op.reduce),
+          static_cast<int64_t>(op.dtype),
+          op.numel,
+          op.root};
 }
 
 OpDesc OpOf(const Signature& s, int rank, int world_size) {
@@ -48,8 +52,8 @@ absl::Status CallCheck::Agree(const OpDesc& op) {
     if (r == mesh_->rank()) continue;
     absl::Status s = mesh_->Send(r, mine.data(), sizeof(mine));
     if (!s.ok()) {
-      return absl::AbortedError(absl::StrCat(
-          "call check: rank ", r, " is gone (exited or crashed): ", s.message()));
+      return absl::AbortedError(
+          absl::StrCat("call check: rank ", r, " is gone (exited or crashed): ", s.message()));
     }
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -67,9 +71,9 @@ absl::Status CallCheck::Agree(const OpDesc& op) {
           absl::StrCat("call check: rank ", r, " is gone (exited or crashed): ", s.message()));
     }
     if (disagreement.ok() && theirs != mine) {
-      disagreement = absl::FailedPreconditionError(absl::StrCat(
-          "ranks called different collectives: this rank called ", Describe(op), ", rank ", r,
-          " called ", Describe(OpOf(theirs, r, world))));
+      disagreement = absl::FailedPreconditionError(
+          absl::StrCat("ranks called different collectives: this rank called ", Describe(op),
+                       ", rank ", r, " called ", Describe(OpOf(theirs, r, world))));
     }
   }
   return disagreement;

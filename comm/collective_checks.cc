@@ -44,7 +44,11 @@ absl::Status Expect(const at::Tensor& got, const std::function<double(int64_t)>&
 absl::Status CheckOne(ProcessGroup& g, at::ScalarType dtype, int64_t n) {
   const int w = g.world_size(), me = g.rank();
   const std::string tag = absl::StrCat(c10::toString(dtype), " n=", n);
-  auto sum = [&](int64_t i) { double s = 0; for (int r = 0; r < w; ++r) s += Input(r, i); return s; };
+  auto sum = [&](int64_t i) {
+    double s = 0;
+    for (int r = 0; r < w; ++r) s += Input(r, i);
+    return s;
+  };
 
   at::Tensor t = Fill(n, dtype, [&](int64_t i) { return Input(me, i); });
   ZT_RETURN_IF_ERROR(g.AllReduce(t, ReduceOp::kSum));
@@ -52,37 +56,44 @@ absl::Status CheckOne(ProcessGroup& g, at::ScalarType dtype, int64_t n) {
 
   t = Fill(n, dtype, [&](int64_t i) { return Input(me, i); });
   ZT_RETURN_IF_ERROR(g.AllReduce(t, ReduceOp::kMax));
-  ZT_RETURN_IF_ERROR(Expect(t, [&](int64_t i) { return Input(w - 1, i); }, "all_reduce max " + tag));
+  ZT_RETURN_IF_ERROR(Expect(
+      t, [&](int64_t i) { return Input(w - 1, i); }, "all_reduce max " + tag));
 
   const bool floating = at::isFloatingType(dtype);
   if (floating) {
     t = Fill(n, dtype, [&](int64_t i) { return Input(me, i); });
     ZT_RETURN_IF_ERROR(g.AllReduce(t, ReduceOp::kAvg));
-    ZT_RETURN_IF_ERROR(Expect(t, [&](int64_t i) { return sum(i) / w; }, "all_reduce avg " + tag));
+    ZT_RETURN_IF_ERROR(Expect(
+        t, [&](int64_t i) { return sum(i) / w; }, "all_reduce avg " + tag));
   }
 
   const int64_t shard = ShardNumel(n, w);
   at::Tensor in = Fill(n, dtype, [&](int64_t i) { return Input(me, i); });
   at::Tensor out = at::full({shard}, -1, at::TensorOptions().dtype(dtype).device(g_device));
   ZT_RETURN_IF_ERROR(g.ReduceScatter(in, out, floating ? ReduceOp::kAvg : ReduceOp::kSum));
-  ZT_RETURN_IF_ERROR(Expect(out, [&](int64_t j) {
-    const int64_t i = me * shard + j;
-    return i < n ? (floating ? sum(i) / w : sum(i)) : 0.0;
-  }, "reduce_scatter " + tag));
-  ZT_RETURN_IF_ERROR(Expect(in, [&](int64_t i) { return Input(me, i); }, "reduce_scatter input " + tag));
+  ZT_RETURN_IF_ERROR(Expect(
+      out,
+      [&](int64_t j) {
+        const int64_t i = me * shard + j;
+        return i < n ? (floating ? sum(i) / w : sum(i)) : 0.0;
+      },
+      "reduce_scatter " + tag));
+  ZT_RETURN_IF_ERROR(Expect(
+      in, [&](int64_t i) { return Input(me, i); }, "reduce_scatter input " + tag));
 
   at::Tensor mine = Fill(shard, dtype, [&](int64_t j) { return ShardInput(me, j); });
   at::Tensor gathered = at::full({n}, -1, at::TensorOptions().dtype(dtype).device(g_device));
   ZT_RETURN_IF_ERROR(g.AllGather(mine, gathered));
-  ZT_RETURN_IF_ERROR(Expect(gathered, [&](int64_t i) { return ShardInput(i / shard, i % shard); },
-                            "all_gather " + tag));
+  ZT_RETURN_IF_ERROR(Expect(
+      gathered, [&](int64_t i) { return ShardInput(i / shard, i % shard); }, "all_gather " + tag));
 
   if (n % w == 0) {  // in place: the shard is this rank's own part of the output
     gathered = at::full({n}, -1, at::TensorOptions().dtype(dtype).device(g_device));
     gathered.narrow(0, me * shard, shard).copy_(mine);
     ZT_RETURN_IF_ERROR(g.AllGather(gathered.narrow(0, me * shard, shard), gathered));
-    ZT_RETURN_IF_ERROR(Expect(gathered, [&](int64_t i) { return ShardInput(i / shard, i % shard); },
-                              "all_gather in place " + tag));
+    ZT_RETURN_IF_ERROR(Expect(
+        gathered, [&](int64_t i) { return ShardInput(i / shard, i % shard); },
+        "all_gather in place " + tag));
   }
 
   if (shard > 0) {  // the row form: every rank's shard into columns [1, shard] of row r, in place
@@ -91,16 +102,21 @@ absl::Status CheckOne(ProcessGroup& g, at::ScalarType dtype, int64_t n) {
     at::Tensor rows = buffer.narrow(1, 1, shard);
     rows.select(0, me).copy_(mine);
     ZT_RETURN_IF_ERROR(g.AllGather(rows.select(0, me), rows));
-    ZT_RETURN_IF_ERROR(Expect(buffer.view({-1}), [&](int64_t i) {
-      const int64_t c = i % width;
-      return c >= 1 && c <= shard ? ShardInput(static_cast<int>(i / width), c - 1) : -1.0;
-    }, "all_gather into rows " + tag));
+    ZT_RETURN_IF_ERROR(Expect(
+        buffer.view({-1}),
+        [&](int64_t i) {
+          const int64_t c = i % width;
+          return c >= 1 && c <= shard ? ShardInput(static_cast<int>(i / width), c - 1) : -1.0;
+        },
+        "all_gather into rows " + tag));
   }
 
   const int root = w - 1;
-  t = me == root ? Fill(n, dtype, [&](int64_t i) { return Input(root, i); }) : at::zeros({n}, at::TensorOptions().dtype(dtype).device(g_device));
+  t = me == root ? Fill(n, dtype, [&](int64_t i) { return Input(root, i); })
+                 : at::zeros({n}, at::TensorOptions().dtype(dtype).device(g_device));
   ZT_RETURN_IF_ERROR(g.Broadcast(t, root));
-  return Expect(t, [&](int64_t i) { return Input(root, i); }, "broadcast " + tag);
+  return Expect(
+      t, [&](int64_t i) { return Input(root, i); }, "broadcast " + tag);
 }
 
 }  // namespace

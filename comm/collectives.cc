@@ -40,9 +40,9 @@ Work ProcessGroup::AllReduceAsync(at::Tensor tensor, ReduceOp op) {
   std::vector<Work::Step> after;
   if (valid.ok()) AddAverage(after, op, tensor, world_size_);
   // Launches may run later, on the launcher thread: they hold their own tensor handles.
-  return Issue(desc, valid,
-               [this, tensor, op]() mutable { return backend_->AllReduce(tensor, OnWire(op)); },
-               std::move(after));
+  return Issue(
+      desc, valid, [this, tensor, op]() mutable { return backend_->AllReduce(tensor, OnWire(op)); },
+      std::move(after));
 }
 
 Work ProcessGroup::ReduceScatterAsync(at::Tensor input, at::Tensor output, ReduceOp op) {
@@ -71,11 +71,10 @@ Work ProcessGroup::ReduceScatterAsync(at::Tensor input, at::Tensor output, Reduc
     }
     AddAverage(after, op, recv, world_size_);
   }
-  return Issue(desc, valid,
-               [this, send, recv, op]() mutable {
-                 return backend_->ReduceScatter(send, recv, OnWire(op));
-               },
-               std::move(after));
+  return Issue(
+      desc, valid,
+      [this, send, recv, op]() mutable { return backend_->ReduceScatter(send, recv, OnWire(op)); },
+      std::move(after));
 }
 
 Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
@@ -113,9 +112,9 @@ Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
       });
     }
   }
-  return Issue(desc, valid,
-               [this, send, recv]() mutable { return backend_->AllGather(send, recv); },
-               std::move(after));
+  return Issue(
+      desc, valid, [this, send, recv]() mutable { return backend_->AllGather(send, recv); },
+      std::move(after));
 }
 
 Work ProcessGroup::BroadcastAsync(at::Tensor tensor, int root) {

@@ -60,14 +60,15 @@ TEST_P(CollectivesTest, AsyncOpsCompleteInAnyWaitOrder) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    BackendsAndWorlds, CollectivesTest,
-    ::testing::Combine(::testing::Values(BackendKind::kGloo, BackendKind::kShm),
-                       ::testing::Values(1, 2, 3, 4)),
-    [](const ::testing::TestParamInfo<CollectivesTest::ParamType>& info) {
-      return absl::StrCat(std::get<0>(info.param) == BackendKind::kGloo ? "gloo" : "shm", "_world",
-                          std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(BackendsAndWorlds, CollectivesTest,
+                         ::testing::Combine(::testing::Values(BackendKind::kGloo,
+                                                              BackendKind::kShm),
+                                            ::testing::Values(1, 2, 3, 4)),
+                         [](const ::testing::TestParamInfo<CollectivesTest::ParamType>& info) {
+                           return absl::StrCat(
+                               std::get<0>(info.param) == BackendKind::kGloo ? "gloo" : "shm",
+                               "_world", std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace zerotrain::comm

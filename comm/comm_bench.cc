@@ -89,19 +89,32 @@ int RunRank(const RendezvousInfo& info, int64_t max_bytes) {
   c10::intrusive_ptr<c10d::Backend> bare = *bare_or;
   const int w = info.world_size;
 
-  struct Variant { const char* name; CollectiveKind kind; Op bare, ours, nocheck, shm; };
+  struct Variant {
+    const char* name;
+    CollectiveKind kind;
+    Op bare, ours, nocheck, shm;
+  };
   auto sum = c10d::AllreduceOptions();
   std::vector<Variant> variants = {
       {"all_reduce", CollectiveKind::kAllReduce,
-       [&](at::Tensor& in, at::Tensor&) { std::vector<at::Tensor> v{in}; bare->allreduce(v, sum)->wait(); },
+       [&](at::Tensor& in, at::Tensor&) {
+         std::vector<at::Tensor> v{in};
+         bare->allreduce(v, sum)->wait();
+       },
        [&](at::Tensor& in, at::Tensor&) { Check((*ours)->AllReduce(in, ReduceOp::kSum)); },
        [&](at::Tensor& in, at::Tensor&) { Check((*ours_nocheck)->AllReduce(in, ReduceOp::kSum)); },
        [&](at::Tensor& in, at::Tensor&) { Check((*shm)->AllReduce(in, ReduceOp::kSum)); }},
       {"reduce_scatter", CollectiveKind::kReduceScatter,
        [&](at::Tensor& in, at::Tensor& out) { bare->_reduce_scatter_base(out, in)->wait(); },
-       [&](at::Tensor& in, at::Tensor& out) { Check((*ours)->ReduceScatter(in, out, ReduceOp::kSum)); },
-       [&](at::Tensor& in, at::Tensor& out) { Check((*ours_nocheck)->ReduceScatter(in, out, ReduceOp::kSum)); },
-       [&](at::Tensor& in, at::Tensor& out) { Check((*shm)->ReduceScatter(in, out, ReduceOp::kSum)); }},
+       [&](at::Tensor& in, at::Tensor& out) {
+         Check((*ours)->ReduceScatter(in, out, ReduceOp::kSum));
+       },
+       [&](at::Tensor& in, at::Tensor& out) {
+         Check((*ours_nocheck)->ReduceScatter(in, out, ReduceOp::kSum));
+       },
+       [&](at::Tensor& in, at::Tensor& out) {
+         Check((*shm)->ReduceScatter(in, out, ReduceOp::kSum));
+       }},
       {"all_gather", CollectiveKind::kAllGather,
        [&](at::Tensor& full, at::Tensor& shard) { bare->_allgather_base(full, shard)->wait(); },
        [&](at::Tensor& full, at::Tensor& shard) { Check((*ours)->AllGather(shard, full)); },
@@ -109,9 +122,11 @@ int RunRank(const RendezvousInfo& info, int64_t max_bytes) {
        [&](at::Tensor& full, at::Tensor& shard) { Check((*shm)->AllGather(shard, full)); }},
   };
   if (info.rank == 0) {
-    std::printf("\n%d ranks\n\n| op | size | bare c10d busbw GB/s | ours busbw GB/s | ours/bare | "
-                "ours, check off GB/s | check off/bare | shm busbw GB/s | shm/bare |\n"
-                "|---|---|---|---|---|---|---|---|---|\n", w);
+    std::printf(
+        "\n%d ranks\n\n| op | size | bare c10d busbw GB/s | ours busbw GB/s | ours/bare | "
+        "ours, check off GB/s | check off/bare | shm busbw GB/s | shm/bare |\n"
+        "|---|---|---|---|---|---|---|---|---|\n",
+        w);
   }
   for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
     const int64_t n = bytes / 4;
@@ -127,8 +142,8 @@ int RunRank(const RendezvousInfo& info, int64_t max_bytes) {
         std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", v.name,
                     bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MiB").c_str()
                                        : absl::StrCat(bytes >> 10, " KiB").c_str(),
-                    f / t_bare, f / t_ours, t_bare / t_ours, f / t_off, t_bare / t_off,
-                    f / t_shm, t_bare / t_shm);
+                    f / t_bare, f / t_ours, t_bare / t_ours, f / t_off, t_bare / t_off, f / t_shm,
+                    t_bare / t_shm);
         std::fflush(stdout);
       }
     }
@@ -143,9 +158,14 @@ int main(int argc, char** argv) {
   std::string max_mib = "256", worlds = "2,4";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--max_mib=", 0) == 0) max_mib = a.substr(10);
-    else if (a.rfind("--worlds=", 0) == 0) worlds = a.substr(9);
-    else { std::fprintf(stderr, "comm_bench: unknown flag %s\n", a.c_str()); return 2; }
+    if (a.rfind("--max_mib=", 0) == 0)
+      max_mib = a.substr(10);
+    else if (a.rfind("--worlds=", 0) == 0)
+      worlds = a.substr(9);
+    else {
+      std::fprintf(stderr, "comm_bench: unknown flag %s\n", a.c_str());
+      return 2;
+    }
   }
   int64_t mib = 0;
   if (!absl::SimpleAtoi(max_mib, &mib) || mib < 1) {

@@ -10,11 +10,15 @@ namespace zerotrain::comm {
 double BusBandwidthFactor(CollectiveKind kind, int world_size) {
   const double n = world_size;
   switch (kind) {
-    case CollectiveKind::kAllReduce: return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+    case CollectiveKind::kAllReduce:
+      return n > 1 ? 2.0 * (n - 1) / n : 0.0;
     case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllGather: return (n - 1) / n;
-    case CollectiveKind::kBroadcast: return 1.0;
-    case CollectiveKind::kBarrier: return 0.0;
+    case CollectiveKind::kAllGather:
+      return (n - 1) / n;
+    case CollectiveKind::kBroadcast:
+      return 1.0;
+    case CollectiveKind::kBarrier:
+      return 0.0;
   }
   return 0.0;
 }
@@ -24,9 +28,7 @@ double OpStats::algbw_gbps() const {
   return t > 0 ? static_cast<double>(bytes) / t / 1e9 : 0.0;
 }
 
-double OpStats::busbw_gbps() const {
-  return algbw_gbps() * BusBandwidthFactor(kind, world_size);
-}
+double OpStats::busbw_gbps() const { return algbw_gbps() * BusBandwidthFactor(kind, world_size); }
 
 void CommLog::Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -53,9 +55,8 @@ std::string CommLog::Summary() const {
   std::string out = absl::StrFormat("%-15s %14s %8s %12s %12s %12s\n", "op", "bytes", "calls",
                                     "mean_us", "algbw_GB/s", "busbw_GB/s");
   for (const OpStats& s : Stats()) {
-    out += absl::StrFormat("%-15s %14d %8d %12.1f %12.3f %12.3f\n", CollectiveName(s.kind),
-                           s.bytes, s.count, s.mean_seconds() * 1e6, s.algbw_gbps(),
-                           s.busbw_gbps());
+    out += absl::StrFormat("%-15s %14d %8d %12.1f %12.3f %12.3f\n", CollectiveName(s.kind), s.bytes,
+                           s.count, s.mean_seconds() * 1e6, s.algbw_gbps(), s.busbw_gbps());
   }
   return out;
 }

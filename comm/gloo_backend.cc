@@ -106,9 +106,9 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> ConnectGloo(const BackendConte
         c10::make_intrusive<c10d::ProcessGroupGloo>(ctx.store, ctx.rank, ctx.world_size, opts));
   } catch (const std::exception& e) {
     absl::Status s = StatusFromException(e);
-    return absl::Status(s.code(), absl::StrCat("gloo rendezvous of rank ", ctx.rank, " of ",
-                                               ctx.world_size, " (timeout ",
-                                               ctx.timeout.count(), " ms): ", s.message()));
+    return absl::Status(s.code(),
+                        absl::StrCat("gloo rendezvous of rank ", ctx.rank, " of ", ctx.world_size,
+                                     " (timeout ", ctx.timeout.count(), " ms): ", s.message()));
   }
 }
 

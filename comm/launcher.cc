@@ -40,8 +40,8 @@ struct Rank {
 
 absl::Status CheckOptions(const LaunchOptions& o) {
   auto bad = [](const char* name, const std::string& value) {
-    return absl::InvalidArgumentError(absl::StrCat("launcher: --", name, "=", value,
-                                                   " is out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("launcher: --", name, "=", value, " is out of range"));
   };
   if (o.nproc_per_node < 1) return bad("nproc_per_node", std::to_string(o.nproc_per_node));
   if (o.nnodes < 1) return bad("nnodes", std::to_string(o.nnodes));
@@ -59,13 +59,15 @@ absl::Status CheckOptions(const LaunchOptions& o) {
 // them; getenv would return the first of two), plus this rank's.
 std::vector<std::string> RankEnv(const LaunchOptions& o, int local_rank, const std::string& error) {
   constexpr absl::string_view kPlacement[] = {
-      "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
-      "OMPI_COMM_WORLD_", "SLURM_PROCID=", "SLURM_NTASKS=", "SLURM_LOCALID=", kErrorFileVar};
+      "RANK=",         "LOCAL_RANK=",    "WORLD_SIZE=",      "LOCAL_WORLD_SIZE=",
+      "MASTER_ADDR=",  "MASTER_PORT=",   "OMPI_COMM_WORLD_", "SLURM_PROCID=",
+      "SLURM_NTASKS=", "SLURM_LOCALID=", kErrorFileVar};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const absl::string_view kv(*e);
     bool placement = false;
-    for (absl::string_view prefix : kPlacement) placement = placement || absl::StartsWith(kv, prefix);
+    for (absl::string_view prefix : kPlacement)
+      placement = placement || absl::StartsWith(kv, prefix);
     if (!placement) env.emplace_back(kv);
   }
   // ATen's OpenMP threads spin after each parallel region and starve the other ranks' network
@@ -104,8 +106,8 @@ absl::Status Spawn(const LaunchOptions& o, Rank& r) {
   const int err = posix_spawn(&r.pid, o.program.c_str(), nullptr, &attr, argv.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   if (err != 0) {
-    return absl::InternalError(absl::StrCat("launcher: could not start local rank ", r.rank,
-                                            " (", o.program, "): ", std::strerror(err)));
+    return absl::InternalError(absl::StrCat("launcher: could not start local rank ", r.rank, " (",
+                                            o.program, "): ", std::strerror(err)));
   }
   r.running = true;
   return absl::OkStatus();
@@ -162,10 +164,10 @@ absl::Status Supervise(const LaunchOptions& o, std::vector<Rank>& ranks, int fir
       const bool failed = got < 0 || !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (failed && !stopping) {
         const std::string message = RankError(r);
-        result = absl::AbortedError(absl::StrCat(
-            "rank ", first_global_rank + r.rank, " (pid ", r.pid, ") ",
-            got < 0 ? "ended with an unknown status" : HowItEnded(status),
-            message.empty() ? "" : ": ", message));
+        result = absl::AbortedError(
+            absl::StrCat("rank ", first_global_rank + r.rank, " (pid ", r.pid, ") ",
+                         got < 0 ? "ended with an unknown status" : HowItEnded(status),
+                         message.empty() ? "" : ": ", message));
         stop(SIGTERM);
       }
     }
@@ -188,7 +190,8 @@ absl::Status LaunchRanks(const LaunchOptions& options) {
   }
   const std::string dir = dir_template;
   g_signal = 0;
-  struct sigaction on_signal {}, old_int{}, old_term{}, default_chld{}, old_chld{};
+  struct sigaction on_signal {
+  }, old_int{}, old_term{}, default_chld{}, old_chld{};
   on_signal.sa_handler = RecordSignal;
   sigemptyset(&on_signal.sa_mask);
   sigaction(SIGINT, &on_signal, &old_int);

@@ -11,9 +11,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -40,7 +40,7 @@ std::string ReadFile(const std::string& path) {
 
 // Starts the testee launcher; `during` runs while it is alive (given its pid).
 LauncherRun RunLauncher(const std::string& mode, const std::string& dir,
-                const std::function<void(pid_t)>& during = nullptr) {
+                        const std::function<void(pid_t)>& during = nullptr) {
   const std::string err = dir + "/launcher.stderr";
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);

@@ -27,14 +27,22 @@ using Clock = std::chrono::steady_clock;
 
 absl::StatusOr<ncclDataType_t> ToNccl(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kBFloat16: return ncclBfloat16;
-    case at::kHalf: return ncclFloat16;
-    case at::kInt: return ncclInt32;
-    case at::kLong: return ncclInt64;
-    case at::kByte: return ncclUint8;
-    case at::kChar: return ncclInt8;
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kInt:
+      return ncclInt32;
+    case at::kLong:
+      return ncclInt64;
+    case at::kByte:
+      return ncclUint8;
+    case at::kChar:
+      return ncclInt8;
     default:
       return absl::InvalidArgumentError(absl::StrCat("nccl: no NCCL type for ", c10::toString(t)));
   }
@@ -181,8 +189,8 @@ class NcclBackend : public Backend {
     for (const at::Tensor& t : keep) {
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
     }
-    return Work::Step([handle = handle_, comm = comm_, done, device = device_,
-                       timeout = timeout_, keep = std::move(keep)]() -> absl::Status {
+    return Work::Step([handle = handle_, comm = comm_, done, device = device_, timeout = timeout_,
+                       keep = std::move(keep)]() -> absl::Status {
       if (handle->aborted()) {
         return absl::AbortedError("nccl: the communicator was aborted after an earlier failure");
       }
@@ -194,7 +202,8 @@ class NcclBackend : public Backend {
       if (s.ok() && query != cudaSuccess) s = CudaError("waiting for the collective", query);
       if (s.ok()) {
         c10::cuda::CUDAGuard guard(device);
-        query = cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device).stream(), done->get(), 0);
+        query =
+            cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device).stream(), done->get(), 0);
         if (query != cudaSuccess) s = CudaError("ordering compute after the collective", query);
       }
       if (!s.ok()) handle->Abort();  // the group is unusable after this
@@ -228,8 +237,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeNcclBackend(const BackendContext& c
       ctx.store->wait({"nccl_unique_id"}, ctx.timeout);
       std::vector<uint8_t> bytes = ctx.store->get("nccl_unique_id");
       if (bytes.size() != sizeof(id)) {
-        return absl::DataLossError(absl::StrCat("nccl: unique id from the store has ",
-                                                bytes.size(), " bytes, expected ", sizeof(id)));
+        return absl::DataLossError(absl::StrCat("nccl: unique id from the store has ", bytes.size(),
+                                                " bytes, expected ", sizeof(id)));
       }
       std::memcpy(&id, bytes.data(), sizeof(id));
     }

@@ -62,7 +62,8 @@ TEST(NcclBackend, CpuTensorIsRejectedWithTheBackendNamed) {
   });
   ASSERT_TRUE(outcomes[0].status.ok()) << outcomes[0].status;
   EXPECT_NE(outcomes[0].payload.find("is on cpu but the backend takes CUDA tensors"),
-            std::string::npos) << outcomes[0].payload;
+            std::string::npos)
+      << outcomes[0].payload;
 }
 
 TEST(NcclBackend, WithoutCudaTheGroupSaysHowToGetIt) {

@@ -42,11 +42,10 @@ absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
       shared.store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, so);
     } catch (const std::exception& e) {
       absl::Status s = StatusFromException(e);
-      return absl::Status(s.code(), absl::StrCat("rendezvous: rank ", info.rank, " of ",
-                                                 info.world_size, " could not ",
-                                                 info.rank == 0 ? "host" : "reach",
-                                                 " the store at ", key, " within ",
-                                                 timeout.count(), " ms: ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat("rendezvous: rank ", info.rank, " of ", info.world_size,
+                                 " could not ", info.rank == 0 ? "host" : "reach", " the store at ",
+                                 key, " within ", timeout.count(), " ms: ", s.message()));
     }
   }
   return std::make_pair(shared.store, shared.groups++);
@@ -54,8 +53,14 @@ absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
 
 bool SupportedDtype(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kHalf:
-    case at::kInt: case at::kLong: case at::kByte: case at::kChar:
+    case at::kFloat:
+    case at::kDouble:
+    case at::kBFloat16:
+    case at::kHalf:
+    case at::kInt:
+    case at::kLong:
+    case at::kByte:
+    case at::kChar:
       return true;
     default:
       return false;
@@ -72,9 +77,8 @@ struct ProcessGroup::FailureState {
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const RendezvousInfo& info,
                                                                    const GroupOptions& options) {
   if (options.timeout <= std::chrono::milliseconds(0) || options.timeout > std::chrono::hours(24)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("comm: GroupOptions.timeout must be in (0, 24 h], got ",
-                     options.timeout.count(), " ms"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "comm: GroupOptions.timeout must be in (0, 24 h], got ", options.timeout.count(), " ms"));
   }
   auto shared = StoreFor(info, options.timeout);
   if (!shared.ok()) return shared.status();
@@ -86,7 +90,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const Rendezv
   ctx.timeout = options.timeout;
   ctx.gloo_threads = options.gloo_threads;
   ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "data", shared->first);
-  auto backend = options.backend == BackendKind::kGloo   ? MakeGlooBackend(ctx)
+  auto backend = options.backend == BackendKind::kGloo  ? MakeGlooBackend(ctx)
                  : options.backend == BackendKind::kShm ? MakeShmBackend(ctx)
                                                         : MakeNcclBackend(ctx);
   if (!backend.ok()) return backend.status();
@@ -97,8 +101,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const Rendezv
     if (!connected.ok()) return connected.status();
     check = *std::move(connected);
   }
-  return std::unique_ptr<ProcessGroup>(new ProcessGroup(
-      info.rank, info.world_size, options, *std::move(backend), std::move(check)));
+  return std::unique_ptr<ProcessGroup>(
+      new ProcessGroup(info.rank, info.world_size, options, *std::move(backend), std::move(check)));
 }
 
 ProcessGroup::ProcessGroup(int rank, int world_size, GroupOptions options,
@@ -133,18 +137,17 @@ OpDesc ProcessGroup::NextOp(CollectiveKind kind, at::ScalarType dtype, int64_t n
 
 absl::Status ProcessGroup::CheckTensor(const at::Tensor& t, const char* what) const {
   if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(what, " is undefined"));
-  if (!t.is_contiguous()) return absl::InvalidArgumentError(absl::StrCat(what, " is not contiguous"));
+  if (!t.is_contiguous())
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not contiguous"));
   if (t.device().type() != backend_->device_type()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is on ", t.device().str(),
-                                                   " but the backend takes ",
-                                                   c10::DeviceTypeName(backend_->device_type()),
-                                                   " tensors"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is on ", t.device().str(), " but the backend takes ",
+                     c10::DeviceTypeName(backend_->device_type()), " tensors"));
   }
   const int index = backend_->device_index();
   if (index >= 0 && t.device().index() != index) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is on ", t.device().str(),
-                                                   " but this group's communicator uses device ",
-                                                   index));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is on ", t.device().str(), " but this group's communicator uses device ", index));
   }
   if (!SupportedDtype(t.scalar_type())) {
     return absl::InvalidArgumentError(
@@ -172,8 +175,8 @@ class ProcessGroup::Launched {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "the call check and launch did not finish within ", limit.count(), " ms"));
+        return absl::DeadlineExceededError(
+            absl::StrCat("the call check and launch did not finish within ", limit.count(), " ms"));
       }
       if (!status_.ok()) return status_;
       step = step_;

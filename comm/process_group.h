@@ -7,8 +7,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -30,7 +30,6 @@ GroupOptions ShortTimeout() {
   return o;
 }
 
-
 void ExpectFailedInTime(const zerotrain::testing::RankOutcome& o, const std::string& needle) {
   ASSERT_TRUE(o.status.ok()) << o.status;
   const size_t bar = o.payload.find('|');
@@ -63,7 +62,8 @@ TEST(ProcessGroupFailure, RankThatNeverCallsTimesOutTheOthers) {
     }
     return TimedFailure([&] { return group->ReduceScatter(t, at::empty({50}), ReduceOp::kSum); });
   });
-  ExpectFailedInTime(outcomes[0], "DEADLINE_EXCEEDED: comm: reduce_scatter #0 (sum, 100 x Float) on rank 0 of 2");
+  ExpectFailedInTime(
+      outcomes[0], "DEADLINE_EXCEEDED: comm: reduce_scatter #0 (sum, 100 x Float) on rank 0 of 2");
 }
 
 TEST(ProcessGroupFailure, RendezvousWithAMissingRankTimesOut) {
@@ -88,9 +88,8 @@ TEST(ProcessGroupFailure, DifferentOpsAtTheSameSequenceNumberAreReported) {
   auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
     ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
     at::Tensor t = at::ones({64}, at::kBFloat16);
-    return TimedFailure([&] {
-      return rank == 0 ? group->AllReduce(t, ReduceOp::kSum) : group->Broadcast(t, 0);
-    });
+    return TimedFailure(
+        [&] { return rank == 0 ? group->AllReduce(t, ReduceOp::kSum) : group->Broadcast(t, 0); });
   });
   ExpectFailedInTime(outcomes[0], "FAILED_PRECONDITION");
   ExpectFailedInTime(outcomes[0], "rank 1 called broadcast #0 (root 0, 64 x BFloat16)");
@@ -115,7 +114,8 @@ TEST(ProcessGroupArguments, BadArgumentsNameTheOpAndTheProblem) {
   auto outcomes = SpawnRanks(1, [](int rank) -> absl::StatusOr<std::string> {
     ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
     std::vector<std::string> errors;
-    errors.push_back(group->ReduceScatter(at::ones({10}), at::empty({9}), ReduceOp::kSum).ToString());
+    errors.push_back(
+        group->ReduceScatter(at::ones({10}), at::empty({9}), ReduceOp::kSum).ToString());
     errors.push_back(group->AllReduce(at::ones({4}, at::kInt), ReduceOp::kAvg).ToString());
     errors.push_back(group->AllReduce(at::ones({4, 4}).t(), ReduceOp::kSum).ToString());
     errors.push_back(group->Broadcast(at::ones({4}), 3).ToString());
@@ -124,7 +124,9 @@ TEST(ProcessGroupArguments, BadArgumentsNameTheOpAndTheProblem) {
   });
   ASSERT_TRUE(outcomes[0].status.ok()) << outcomes[0].status;
   const std::string& e = outcomes[0].payload;
-  EXPECT_TRUE(absl::StrContains(e, "reduce_scatter output has 9 elements, the shard of 10 over 1 ranks has 10")) << e;
+  EXPECT_TRUE(absl::StrContains(
+      e, "reduce_scatter output has 9 elements, the shard of 10 over 1 ranks has 10"))
+      << e;
   EXPECT_TRUE(absl::StrContains(e, "avg needs a floating-point tensor, got Int")) << e;
   EXPECT_TRUE(absl::StrContains(e, "all_reduce tensor is not contiguous")) << e;
   EXPECT_TRUE(absl::StrContains(e, "broadcast root 3 is not a rank of 1")) << e;

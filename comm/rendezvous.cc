@@ -32,9 +32,8 @@ absl::StatusOr<int> ReadInt(const EnvLookup& env, const char* name, int min, int
   }
   int value = 0;
   if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat("rendezvous: ", name, "='", text,
-                                                   "' is not an integer in [", min, ", ", max,
-                                                   "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous: ", name, "='", text, "' is not an integer in [", min, ", ", max, "]"));
   }
   return value;
 }
@@ -52,9 +51,9 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv(const EnvLookup& env) {
   if (scheme == nullptr) {
     std::vector<std::string> names;
     for (const Scheme& s : kSchemes) names.push_back(absl::StrCat(s.rank, "/", s.size));
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rendezvous: none of ", absl::StrJoin(names, ", "),
-        " is set; start ranks with torchrun, mpirun, srun or `--nproc_per_node`"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous: none of ", absl::StrJoin(names, ", "),
+                     " is set; start ranks with torchrun, mpirun, srun or `--nproc_per_node`"));
   }
   RendezvousInfo info;
   info.source = scheme->source;
@@ -71,9 +70,9 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv(const EnvLookup& env) {
   }
   const char* addr = env("MASTER_ADDR");
   if (addr == nullptr || *addr == '\0') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rendezvous: MASTER_ADDR is not set (", scheme->source,
-        " variables were found; MASTER_ADDR/MASTER_PORT name rank 0's store)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous: MASTER_ADDR is not set (", scheme->source,
+                     " variables were found; MASTER_ADDR/MASTER_PORT name rank 0's store)"));
   }
   info.master_addr = addr;
   ZT_ASSIGN_OR_RETURN(info.master_port, ReadInt(env, "MASTER_PORT", 1, 65535));

@@ -17,8 +17,11 @@ absl::StatusOr<RendezvousInfo> From(const std::map<std::string, std::string>& va
 }
 
 TEST(Rendezvous, Torchrun) {
-  auto info = From({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
-                    {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  auto info = From({{"RANK", "3"},
+                    {"WORLD_SIZE", "8"},
+                    {"LOCAL_RANK", "1"},
+                    {"MASTER_ADDR", "10.0.0.1"},
+                    {"MASTER_PORT", "29500"}});
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->rank, 3);
   EXPECT_EQ(info->world_size, 8);
@@ -29,15 +32,20 @@ TEST(Rendezvous, Torchrun) {
 }
 
 TEST(Rendezvous, OpenMpiAndSlurm) {
-  auto mpi = From({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"MASTER_ADDR", "h"},
+  auto mpi = From({{"OMPI_COMM_WORLD_RANK", "2"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                   {"MASTER_ADDR", "h"},
                    {"MASTER_PORT", "1234"}});
   ASSERT_TRUE(mpi.ok()) << mpi.status();
   EXPECT_EQ(mpi->source, "openmpi");
   EXPECT_EQ(mpi->rank, 2);
   EXPECT_EQ(mpi->local_rank, 0);
-  auto slurm = From({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"},
-                     {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}});
+  auto slurm = From({{"SLURM_PROCID", "5"},
+                     {"SLURM_NTASKS", "6"},
+                     {"SLURM_LOCALID", "1"},
+                     {"MASTER_ADDR", "h"},
+                     {"MASTER_PORT", "1234"}});
   ASSERT_TRUE(slurm.ok()) << slurm.status();
   EXPECT_EQ(slurm->source, "slurm");
   EXPECT_EQ(slurm->world_size, 6);
@@ -45,8 +53,12 @@ TEST(Rendezvous, OpenMpiAndSlurm) {
 }
 
 TEST(Rendezvous, TorchrunVariablesWinOverSlurm) {
-  auto info = From({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
-                    {"SLURM_NTASKS", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  auto info = From({{"RANK", "1"},
+                    {"WORLD_SIZE", "2"},
+                    {"SLURM_PROCID", "0"},
+                    {"SLURM_NTASKS", "1"},
+                    {"MASTER_ADDR", "h"},
+                    {"MASTER_PORT", "1"}});
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->source, "torchrun");
   EXPECT_EQ(info->rank, 1);
@@ -70,7 +82,10 @@ TEST(Rendezvous, ErrorsNameTheVariableAndValue) {
   ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, "MASTER_ADDR is not set");
   ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}},
               "MASTER_PORT='70000' is not an integer in [1, 65535]");
-  ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "5"}, {"MASTER_ADDR", "h"},
+  ExpectError({{"RANK", "0"},
+               {"WORLD_SIZE", "2"},
+               {"LOCAL_RANK", "5"},
+               {"MASTER_ADDR", "h"},
                {"MASTER_PORT", "1"}},
               "LOCAL_RANK='5'");
 }

@@ -124,20 +124,24 @@ class ShmBackend : public Backend {
       done->Finish(s);
     });
     // Each op's waits are bounded by the timeout, so the ones queued ahead finish in time too.
-    return [done, limit = 2 * timeout_ + std::chrono::milliseconds(10000)] { return done->Wait(limit); };
+    return [done, limit = 2 * timeout_ + std::chrono::milliseconds(10000)] {
+      return done->Wait(limit);
+    };
   }
 
   ShmSegment::Deadline Deadline() const { return std::chrono::steady_clock::now() + timeout_; }
 
   enum Kind : uint64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier };
   static const char* KindName(uint64_t k) {
-    static const char* names[] = {"?", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"};
+    static const char* names[] = {"?",          "all_reduce", "reduce_scatter",
+                                  "all_gather", "broadcast",  "barrier"};
     return names[k <= kBarrier ? k : 0];
   }
   // What a chunk belongs to: the op, its dtype, reduction or root, and its size in bytes.
   static uint64_t Signature(Kind kind, at::ScalarType dtype, int tag, int64_t bytes) {
     return (uint64_t{kind} << 56) | (uint64_t(static_cast<uint8_t>(dtype)) << 48) |
-           (uint64_t(static_cast<uint8_t>(tag)) << 40) | (uint64_t(bytes) & ((uint64_t{1} << 40) - 1));
+           (uint64_t(static_cast<uint8_t>(tag)) << 40) |
+           (uint64_t(bytes) & ((uint64_t{1} << 40) - 1));
   }
   static std::string Describe(uint64_t sig) {
     return absl::StrCat(KindName(sig >> 56), " of ", sig & ((uint64_t{1} << 40) - 1), " bytes (",
@@ -218,7 +222,9 @@ class ShmBackend : public Backend {
       std::memcpy(seg_->slot(set, me) + lo(me) * es, mine.data_ptr(), mine.numel() * es);
       ZT_RETURN_IF_ERROR(Sync(chunk, deadline));
       for (int j = 0; j < w; ++j) {
-        if (j != me) std::memcpy(data + (o + lo(j)) * es, seg_->slot(set, j) + lo(j) * es, (lo(j + 1) - lo(j)) * es);
+        if (j != me)
+          std::memcpy(data + (o + lo(j)) * es, seg_->slot(set, j) + lo(j) * es,
+                      (lo(j + 1) - lo(j)) * es);
       }
       EndChunk();
     }
@@ -233,7 +239,8 @@ class ShmBackend : public Backend {
     const char* src = static_cast<const char*>(in.data_ptr());
     for (int64_t o = 0; o < n; o += chunk_numel) {
       const int64_t c = std::min(chunk_numel, n - o);
-      const Chunk chunk = BeginChunk(kReduceScatter, in.scalar_type(), static_cast<int>(op), n * es);
+      const Chunk chunk =
+          BeginChunk(kReduceScatter, in.scalar_type(), static_cast<int>(op), n * es);
       const int set = chunk.set;
       // Piece j of this rank's slot is what it contributes to rank j's shard.
       for (int j = 0; j < w; ++j) {

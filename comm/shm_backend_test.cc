@@ -108,7 +108,8 @@ TEST(ShmBackend, ManyChunkedOpsStayExactUnderSkew) {
       std::this_thread::sleep_for(std::chrono::microseconds(seed % 3000));
       at::Tensor t = InputOf(rank, kN);
       ZT_RETURN_IF_ERROR(group->AllReduce(t, ReduceOp::kSum));
-      if (!at::equal(t, want)) return absl::InternalError(absl::StrCat("round ", round, ": all_reduce"));
+      if (!at::equal(t, want))
+        return absl::InternalError(absl::StrCat("round ", round, ": all_reduce"));
       at::Tensor gathered = at::empty({shard * kWorld});
       ZT_RETURN_IF_ERROR(group->AllGather(InputOf(rank, shard), gathered));
       for (int r = 0; r < kWorld; ++r) {
@@ -139,9 +140,10 @@ TEST(ShmBackend, DifferentCallsFailEveryRankEvenWithoutTheCallCheck) {
   });
   ASSERT_TRUE(outcomes[0].status.ok()) << FormatOutcomes(outcomes);
   ASSERT_TRUE(outcomes[1].status.ok()) << FormatOutcomes(outcomes);
-  EXPECT_TRUE(absl::StrContains(outcomes[0].payload,
-                                "ranks called different collectives: rank 0 called all_reduce of "
-                                "4000 bytes (Float, reduction/root 0), rank 1 all_reduce of 3996 bytes"))
+  EXPECT_TRUE(
+      absl::StrContains(outcomes[0].payload,
+                        "ranks called different collectives: rank 0 called all_reduce of "
+                        "4000 bytes (Float, reduction/root 0), rank 1 all_reduce of 3996 bytes"))
       << outcomes[0].payload;
   EXPECT_TRUE(absl::StrContains(outcomes[1].payload, "rank 1 called all_reduce of 3996 bytes"))
       << outcomes[1].payload;

@@ -34,8 +34,8 @@ struct ShmSegment::Header {
 };
 
 struct alignas(64) ShmSegment::RankControl {
-  std::atomic<uint32_t> phase;  // the futex word
-  std::atomic<int32_t> pid;     // 0 until the rank has mapped the segment
+  std::atomic<uint32_t> phase;         // the futex word
+  std::atomic<int32_t> pid;            // 0 until the rank has mapped the segment
   std::atomic<uint64_t> signature[2];  // what the rank's chunk in each slot set belongs to
 };
 
@@ -79,7 +79,11 @@ absl::Status PublishFailure(c10d::Store& store, absl::Status s) {
 }  // namespace
 
 ShmSegment::ShmSegment(int rank, int world, size_t slot_bytes, void* base, size_t bytes)
-    : rank_(rank), world_(world), slot_bytes_(slot_bytes), base_(base), bytes_(bytes),
+    : rank_(rank),
+      world_(world),
+      slot_bytes_(slot_bytes),
+      base_(base),
+      bytes_(bytes),
       data_offset_(DataOffset(world)) {}
 
 ShmSegment::~ShmSegment() { munmap(base_, bytes_); }
@@ -97,7 +101,8 @@ char* ShmSegment::slot(int set, int r) const {
 
 absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendContext& ctx,
                                                                size_t slot_bytes) {
-  const std::string where = absl::StrCat("shm backend, rank ", ctx.rank, " of ", ctx.world_size, ": ");
+  const std::string where =
+      absl::StrCat("shm backend, rank ", ctx.rank, " of ", ctx.world_size, ": ");
   const size_t bytes = DataOffset(ctx.world_size) + 2 * ctx.world_size * slot_bytes;
   std::string name;
   int fd = -1;
@@ -107,15 +112,18 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
       name = absl::StrCat("/zt-shm-", getpid(), "-", random(), random());
       fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       if (fd < 0) {
-        return PublishFailure(*ctx.store, absl::InternalError(absl::StrCat(where, "creating /dev/shm", name, ": ", Errno(errno))));
+        return PublishFailure(
+            *ctx.store, absl::InternalError(
+                            absl::StrCat(where, "creating /dev/shm", name, ": ", Errno(errno))));
       }
       // Reserved now: a /dev/shm too small for a sparse file shows up as SIGBUS on first touch.
       if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
         close(fd);
         shm_unlink(name.c_str());
         return PublishFailure(*ctx.store, absl::ResourceExhaustedError(absl::StrCat(
-            where, "reserving ", bytes, " bytes in /dev/shm for ", ctx.world_size,
-            " ranks: ", Errno(err), " (is /dev/shm big enough? `df -h /dev/shm`)")));
+                                              where, "reserving ", bytes, " bytes in /dev/shm for ",
+                                              ctx.world_size, " ranks: ", Errno(err),
+                                              " (is /dev/shm big enough? `df -h /dev/shm`)")));
       }
     } else {
       // Rank 0 publishes "<host>\n<name>", or "!<its error>" when it could not make the segment.
@@ -129,20 +137,21 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
       name = newline == std::string::npos ? "" : published.substr(newline + 1);
       if (host0 != HostName()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            where, "every rank must run on one host, but rank 0 is on '", host0, "' and this rank on '",
-            HostName(), "'; use the gloo backend across hosts"));
+            where, "every rank must run on one host, but rank 0 is on '", host0,
+            "' and this rank on '", HostName(), "'; use the gloo backend across hosts"));
       }
       fd = shm_open(name.c_str(), O_RDWR, 0);
       if (fd < 0) {
-        return absl::InternalError(absl::StrCat(where, "opening /dev/shm", name, " made by rank 0: ",
-                                                Errno(errno)));
+        return absl::InternalError(
+            absl::StrCat(where, "opening /dev/shm", name, " made by rank 0: ", Errno(errno)));
       }
       struct stat st = {};
       const bool stat_ok = fstat(fd, &st) == 0;
       if (!stat_ok || static_cast<size_t>(st.st_size) != bytes) {
-        const std::string why = stat_ok ? absl::StrCat("has ", st.st_size, " bytes, expected ", bytes,
-                                                       " (do the ranks agree on the world size?)")
-                                        : absl::StrCat("cannot be examined: ", Errno(errno));
+        const std::string why = stat_ok
+                                    ? absl::StrCat("has ", st.st_size, " bytes, expected ", bytes,
+                                                   " (do the ranks agree on the world size?)")
+                                    : absl::StrCat("cannot be examined: ", Errno(errno));
         close(fd);
         return absl::FailedPreconditionError(absl::StrCat(where, "/dev/shm", name, " ", why));
       }
@@ -150,25 +159,29 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
   } catch (const std::exception& e) {
     if (fd >= 0) close(fd);
     if (ctx.rank == 0 && !name.empty()) shm_unlink(name.c_str());
-    return WithPrefix(StatusFromException(e), absl::StrCat(where, "exchanging the segment's name: "));
+    return WithPrefix(StatusFromException(e),
+                      absl::StrCat(where, "exchanging the segment's name: "));
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_errno = errno;
   close(fd);
   if (base == MAP_FAILED) {
-    absl::Status s = absl::InternalError(absl::StrCat(where, "mapping /dev/shm", name, ": ", Errno(map_errno)));
+    absl::Status s =
+        absl::InternalError(absl::StrCat(where, "mapping /dev/shm", name, ": ", Errno(map_errno)));
     if (ctx.rank != 0) return s;
     shm_unlink(name.c_str());
     return PublishFailure(*ctx.store, s);
   }
-  std::unique_ptr<ShmSegment> seg(new ShmSegment(ctx.rank, ctx.world_size, slot_bytes, base, bytes));
+  std::unique_ptr<ShmSegment> seg(
+      new ShmSegment(ctx.rank, ctx.world_size, slot_bytes, base, bytes));
   if (ctx.rank == 0) {
     Header* h = new (base) Header();
     h->magic = kMagic;
     h->world = static_cast<uint32_t>(ctx.world_size);
     h->slot_bytes = slot_bytes;
     h->failed_rank.store(-1);
-    for (int r = 0; r < ctx.world_size; ++r) new (seg->control(r)) RankControl{{0}, {0}, {{0}, {0}}};
+    for (int r = 0; r < ctx.world_size; ++r)
+      new (seg->control(r)) RankControl{{0}, {0}, {{0}, {0}}};
     seg->control(0)->pid.store(getpid());
     try {
       Set(*ctx.store, "shm/segment", absl::StrCat(HostName(), "\n", name));
@@ -241,7 +254,8 @@ absl::Status ShmSegment::WaitAll(uint32_t phase, Deadline deadline, const std::s
   return absl::OkStatus();
 }
 
-absl::Status ShmSegment::WaitFor(int r, uint32_t phase, Deadline deadline, const std::string& what) {
+absl::Status ShmSegment::WaitFor(int r, uint32_t phase, Deadline deadline,
+                                 const std::string& what) {
   std::atomic<uint32_t>& word = control(r)->phase;
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - phase) >= 0; };
   // A short spin first: on an idle core the peer is usually microseconds away.
@@ -266,21 +280,27 @@ absl::Status ShmSegment::WaitFor(int r, uint32_t phase, Deadline deadline, const
     if ((failed >= 0 && failed != rank_) || abandoned_.load()) {
       if (reached(word.load(std::memory_order_acquire))) return absl::OkStatus();
       if (abandoned_.load()) {
-        return absl::CancelledError(absl::StrCat("shm: rank ", rank_, "'s group is being destroyed "
-                                                 "while it was ", what));
+        return absl::CancelledError(absl::StrCat("shm: rank ", rank_,
+                                                 "'s group is being destroyed "
+                                                 "while it was ",
+                                                 what));
       }
-      return absl::AbortedError(absl::StrCat("shm: rank ", failed, " gave up on a collective (see its "
-                                             "error) while rank ", rank_, " was ", what));
+      return absl::AbortedError(absl::StrCat("shm: rank ", failed,
+                                             " gave up on a collective (see its "
+                                             "error) while rank ",
+                                             rank_, " was ", what));
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "shm: timed out ", what, ": rank ", r, " did not arrive (it reached phase ", v,
-          ", this rank waits for ", phase, ")"));
+      return absl::DeadlineExceededError(absl::StrCat("shm: timed out ", what, ": rank ", r,
+                                                      " did not arrive (it reached phase ", v,
+                                                      ", this rank waits for ", phase, ")"));
     }
     // Bounded slices, so exits and failures are seen even if nobody wakes this rank.
-    const auto slice = std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(100));
-    timespec ts{static_cast<time_t>(slice.count() / 1000000000), static_cast<long>(slice.count() % 1000000000)};
+    const auto slice =
+        std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(100));
+    timespec ts{static_cast<time_t>(slice.count() / 1000000000),
+                static_cast<long>(slice.count() % 1000000000)};
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, v, &ts, nullptr, 0);
   }
 }

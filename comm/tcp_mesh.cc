@@ -8,8 +8,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -127,8 +127,7 @@ absl::StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const BackendContext& 
     return Errno("listening on " + *host);
   }
   try {
-    ctx.store->set(absl::StrCat("mesh/", ctx.rank),
-                   absl::StrCat(*host, ":", ntohs(addr.sin_port)));
+    ctx.store->set(absl::StrCat("mesh/", ctx.rank), absl::StrCat(*host, ":", ntohs(addr.sin_port)));
     for (int peer = ctx.rank + 1; peer < ctx.world_size; ++peer) {
       const std::string key = absl::StrCat("mesh/", peer);
       ctx.store->wait({key}, ctx.timeout);
@@ -146,9 +145,9 @@ absl::StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const BackendContext& 
   for (int accepted = 0; accepted < ctx.rank; ++accepted) {  // the lower ranks connect to us
     pollfd p{listener, POLLIN, 0};
     if (poll(&p, 1, Remaining(deadline)) <= 0) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "only ", accepted, " of the ", ctx.rank, " lower ranks connected within ",
-          ctx.timeout.count(), " ms"));
+      return absl::DeadlineExceededError(absl::StrCat("only ", accepted, " of the ", ctx.rank,
+                                                      " lower ranks connected within ",
+                                                      ctx.timeout.count(), " ms"));
     }
     int fd = accept(listener, nullptr, nullptr);
     int32_t peer = -1;
@@ -189,7 +188,8 @@ absl::Status TcpMesh::Recv(int peer, void* data, size_t size, Deadline deadline)
     pollfd fd{fds_[peer], POLLIN, 0};
     const int ready = poll(&fd, 1, Remaining(deadline));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) return absl::DeadlineExceededError(absl::StrCat("rank ", peer, " sent nothing"));
+    if (ready == 0)
+      return absl::DeadlineExceededError(absl::StrCat("rank ", peer, " sent nothing"));
     const ssize_t n = recv(fds_[peer], p, size, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return absl::AbortedError(absl::StrCat("rank ", peer, " closed the connection"));

@@ -9,27 +9,33 @@ namespace zerotrain::comm {
 
 const char* CollectiveName(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kBarrier:
+      return "barrier";
   }
   return "unknown";
 }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMax: return "max";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
   }
   return "unknown";
 }
 
-int64_t ShardNumel(int64_t numel, int world_size) {
-  return (numel + world_size - 1) / world_size;
-}
+int64_t ShardNumel(int64_t numel, int world_size) { return (numel + world_size - 1) / world_size; }
 
 int64_t PaddedNumel(int64_t numel, int world_size) {
   return ShardNumel(numel, world_size) * world_size;
@@ -43,9 +49,7 @@ ShardRange ShardOf(int64_t numel, int world_size, int rank) {
   return r;
 }
 
-int64_t OpDesc::bytes() const {
-  return numel * static_cast<int64_t>(c10::elementSize(dtype));
-}
+int64_t OpDesc::bytes() const { return numel * static_cast<int64_t>(c10::elementSize(dtype)); }
 
 std::string Describe(const OpDesc& op) {
   std::string what;

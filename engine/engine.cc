@@ -22,15 +22,17 @@ namespace zerotrain::engine {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 at::ScalarType ModelDtype(Precision p) {
   switch (p) {
-    case Precision::kBFloat16: return at::kBFloat16;
-    case Precision::kFloat16: return at::kHalf;
-    default: return at::kFloat;
+    case Precision::kBFloat16:
+      return at::kBFloat16;
+    case Precision::kFloat16:
+      return at::kHalf;
+    default:
+      return at::kFloat;
   }
 }
 
@@ -66,9 +68,9 @@ absl::Status CheckStageOptions(const EngineOptions& o, const std::string& where)
                                                    " needs ZeRO stage 1-3"));
   }
   if (o.offload_param.device != OffloadDevice::kNone && o.stage != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "offload_param ", OffloadDeviceName(o.offload_param.device),
-        " needs ZeRO stage 3 (stage is ", o.stage, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(where, "offload_param ",
+                                                   OffloadDeviceName(o.offload_param.device),
+                                                   " needs ZeRO stage 3 (stage is ", o.stage, ")"));
   }
   if (o.sharded_init != nullptr && o.stage != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -107,15 +109,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
     if (local.ok()) local = absl::InternalError(absl::StrCat(where, err.what_without_backtrace()));
   }
   if (named.empty() && local.ok()) {
-    local = absl::InvalidArgumentError(absl::StrCat(
-        where, "the module has no trainable parameters (none with requires_grad)"));
+    local = absl::InvalidArgumentError(
+        absl::StrCat(where, "the module has no trainable parameters (none with requires_grad)"));
   }
   for (const auto& [name, p] : named) {
     const at::ScalarType t = p.scalar_type();
     if (local.ok() && t != at::kFloat && t != at::kBFloat16 && t != at::kHalf) {
       // The optimizer kernels read and write float32, bfloat16 and float16 only.
       local = absl::InvalidArgumentError(absl::StrCat(
-          where, "parameter '", name, "' is ", c10::toString(t), "; the engine trains Float, "
+          where, "parameter '", name, "' is ", c10::toString(t),
+          "; the engine trains Float, "
           "BFloat16 and Half parameters (cast the module, or set requires_grad false)"));
     }
   }
@@ -129,14 +132,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   }
   const partition::ShardedInit* init = options.sharded_init;
   if (init != nullptr && local.ok() && init->bucket_numel() != Stage3BucketNumel(options)) {
-    local = absl::InvalidArgumentError(absl::StrCat(
-        where, "the ShardedInit cut buckets of ", init->bucket_numel(), " elements, the engine "
-        "uses ", Stage3BucketNumel(options), " (Stage3BucketNumel of these options)"));
+    local = absl::InvalidArgumentError(
+        absl::StrCat(where, "the ShardedInit cut buckets of ", init->bucket_numel(),
+                     " elements, the engine "
+                     "uses ",
+                     Stage3BucketNumel(options), " (Stage3BucketNumel of these options)"));
   }
   std::vector<ParamSignature> signature;
   for (const auto& [name, p] : named) {
-    signature.push_back({name, init ? init->FullShapeOf(p) : p.sizes().vec(),
-                         c10::toString(p.scalar_type())});
+    signature.push_back(
+        {name, init ? init->FullShapeOf(p) : p.sizes().vec(), c10::toString(p.scalar_type())});
   }
   ZT_RETURN_IF_ERROR(e->CheckRanksAgree(signature, local));
   ZT_RETURN_IF_ERROR(e->AgreeAllOk(e->InitOffload(), where));
@@ -209,9 +214,9 @@ absl::Status Engine::CheckRanksAgree(const std::vector<ParamSignature>& params,
     if (v[r * k + k - 1] != 0) failed.push_back(r);
   }
   if (!failed.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Engine::Create on rank ", group_->rank(), ": rank(s) ", absl::StrJoin(failed, ","),
-        " failed their own checks (see their errors)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Engine::Create on rank ", group_->rank(), ": rank(s) ",
+                     absl::StrJoin(failed, ","), " failed their own checks (see their errors)"));
   }
   std::vector<std::string> differ;
   for (int i = 0; i + 1 < k; ++i) {
@@ -225,10 +230,10 @@ absl::Status Engine::CheckRanksAgree(const std::vector<ParamSignature>& params,
     }
   }
   if (differ.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "Engine::Create on rank ", group_->rank(), ": ranks disagree on ",
-      absl::StrJoin(differ, "; "),
-      ". Every rank must build the same model with the same engine options."));
+  return absl::FailedPreconditionError(
+      absl::StrCat("Engine::Create on rank ", group_->rank(), ": ranks disagree on ",
+                   absl::StrJoin(differ, "; "),
+                   ". Every rank must build the same model with the same engine options."));
 }
 
 absl::Status Engine::BroadcastFrozenState() {
@@ -247,15 +252,16 @@ absl::Status Engine::BroadcastFrozenState() {
       if (t.numel() == 0) continue;
       // A copy where the tensor is not contiguous, or is bool, which Gloo does not carry.
       const bool direct = t.is_contiguous() && t.scalar_type() != at::kBool;
-      at::Tensor wire = direct ? t : t.contiguous().to(
-                                         t.scalar_type() == at::kBool ? at::kByte : t.scalar_type());
+      at::Tensor wire =
+          direct ? t
+                 : t.contiguous().to(t.scalar_type() == at::kBool ? at::kByte : t.scalar_type());
       ZT_RETURN_IF_ERROR(group_->Broadcast(wire, 0));
       if (!direct) t.copy_(wire);
     }
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(
-        "Engine::Create: broadcasting rank 0's frozen parameters and buffers: ",
-        e.what_without_backtrace()));
+    return absl::InternalError(
+        absl::StrCat("Engine::Create: broadcasting rank 0's frozen parameters and buffers: ",
+                     e.what_without_backtrace()));
   }
   return absl::OkStatus();
 }
@@ -269,8 +275,8 @@ double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 absl::Status Engine::Backward(const at::Tensor& loss) {
   const double start = Now();
   times_.forward += start - last_call_end_;
-  const std::string where = absl::StrCat("Backward on rank ", group_->rank(), " (micro step ",
-                                         micro_steps_, "): ");
+  const std::string where =
+      absl::StrCat("Backward on rank ", group_->rank(), " (micro step ", micro_steps_, "): ");
   if (!loss.defined() || loss.numel() != 1) {
     return absl::InvalidArgumentError(absl::StrCat(where, "the loss must be a scalar tensor"));
   }

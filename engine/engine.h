@@ -23,14 +23,14 @@
 
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
-#include "optim/loss_scaler.h"
-#include "partition/flat_params.h"
-#include "partition/gradient_reducer.h"
-#include "partition/sharded_params.h"
 #include "engine/engine_options.h"
 #include "engine/model_state.h"
 #include "engine/param_store.h"
 #include "engine/shard_optimizer.h"
+#include "optim/loss_scaler.h"
+#include "partition/flat_params.h"
+#include "partition/gradient_reducer.h"
+#include "partition/sharded_params.h"
 
 namespace torch::nn {
 class Module;
@@ -40,12 +40,12 @@ class CheckpointReader;
 class Manifest;
 struct TagLocation;
 struct WrittenFile;
-}
+}  // namespace zerotrain::checkpoint
 namespace zerotrain::offload {
 class PinnedHostPool;
 class SubGroupStore;
 class SwapSpace;
-}
+}  // namespace zerotrain::offload
 
 namespace zerotrain::engine {
 
@@ -193,10 +193,10 @@ class Engine {
   torch::nn::Module* module_ = nullptr;
   // Before the parameters and the store, which hold blocks and regions of them.
   std::unique_ptr<offload::PinnedHostPool> host_pool_;
-  std::unique_ptr<offload::SwapSpace> swap_;        // offload_optimizer nvme
-  std::unique_ptr<offload::SwapSpace> param_swap_;  // offload_param nvme
-  std::unique_ptr<ParamStore> store_;                     // FlatStore or ShardedStore
-  std::unordered_map<const void*, int> param_index_;      // TensorImpl -> parameter
+  std::unique_ptr<offload::SwapSpace> swap_;          // offload_optimizer nvme
+  std::unique_ptr<offload::SwapSpace> param_swap_;    // offload_param nvme
+  std::unique_ptr<ParamStore> store_;                 // FlatStore or ShardedStore
+  std::unordered_map<const void*, int> param_index_;  // TensorImpl -> parameter
   std::unique_ptr<partition::GradientReducer> reducer_;
   std::unique_ptr<ShardOptimizer> optimizer_;
   std::unique_ptr<optim::LossScaler> scaler_;

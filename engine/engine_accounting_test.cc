@@ -3,11 +3,11 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -35,8 +35,8 @@ absl::Status CheckAccounting(int stage, Precision precision, comm::ProcessGroup*
   const int64_t padded = engine->flat_params().layout().padded_numel();
   const bool aliased = stage == 0 && precision == Precision::kFloat32;
   const int64_t master_numel = stage == 0 ? padded : padded / world;
-  const std::string what = absl::StrCat("stage ", stage, " ", PrecisionName(precision), ": ",
-                                        bytes.ToString());
+  const std::string what =
+      absl::StrCat("stage ", stage, " ", PrecisionName(precision), ": ", bytes.ToString());
   if (bytes.params != engine->flat_params().flat().nbytes() || bytes.params < module_bytes ||
       bytes.params - module_bytes >= world * elem) {
     return absl::InternalError(absl::StrCat(what, " vs module params ", module_bytes));
@@ -91,8 +91,8 @@ absl::StatusOr<std::string> CountOps(int stage) {
   o.reduce_bucket_size = 64;
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
   const int64_t buckets = engine->flat_params().layout().buckets().size();
-  const auto kind = stage == 0 ? comm::CollectiveKind::kAllReduce
-                               : comm::CollectiveKind::kReduceScatter;
+  const auto kind =
+      stage == 0 ? comm::CollectiveKind::kAllReduce : comm::CollectiveKind::kReduceScatter;
   for (int micro = 0; micro < 3; ++micro) {
     const int64_t reductions = OpCount(*group, kind);
     const int64_t gathers = OpCount(*group, comm::CollectiveKind::kAllGather);

@@ -16,8 +16,8 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/shard_file.h"
 #include "checkpoint/tag_writer.h"
-#include "tools/status_macros.h"
 #include "engine/engine.h"
+#include "tools/status_macros.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -60,9 +60,10 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
       dir, tag_in.empty() ? checkpoint::DefaultTag(optimizer_steps_) : tag_in};
   absl::Status local = checkpoint::ValidateTag(at.tag);
   if (local.ok() && (backward_pending_ || micro_steps_ % batch_.gradient_accumulation_steps != 0)) {
-    local = absl::FailedPreconditionError(absl::StrCat(
-        "micro step ", micro_steps_, " is inside an accumulation window; save after the Step() "
-        "that steps the optimizer (partial gradients are not saved)"));
+    local = absl::FailedPreconditionError(
+        absl::StrCat("micro step ", micro_steps_,
+                     " is inside an accumulation window; save after the Step() "
+                     "that steps the optimizer (partial gradients are not saved)"));
   }
   if (local.ok() && !broken_.ok()) local = BrokenError();
   // Read before anything is written: a store poisoned by a failed swap-in must not be saved.
@@ -76,8 +77,9 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   local = WithPrefix(WriteRankArrays(at, &*arrays, &written), where);
   // Rank 0 needs every file's size and checksum for the manifest.
   const int world = group_->world_size();
-  at::Tensor mine = at::tensor({local.ok() ? int64_t{0} : int64_t{1}, written.size,
-                                static_cast<int64_t>(written.crc32c)}, at::kLong);
+  at::Tensor mine = at::tensor(
+      {local.ok() ? int64_t{0} : int64_t{1}, written.size, static_cast<int64_t>(written.crc32c)},
+      at::kLong);
   at::Tensor all = at::empty({3 * world}, at::kLong);
   absl::Status gathered = group_->AllGather(mine, all);
   if (local.ok() && !gathered.ok()) local = gathered;
@@ -87,8 +89,8 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     std::vector<checkpoint::RankFile> files;
     const int64_t* v = all.data_ptr<int64_t>();
     for (int r = 0; r < world; ++r) {
-      files.push_back({r, v[3 * r + 1], static_cast<uint32_t>(v[3 * r + 2]),
-                       store_->SavesState(r)});
+      files.push_back(
+          {r, v[3 * r + 1], static_cast<uint32_t>(v[3 * r + 2]), store_->SavesState(r)});
     }
     local = WithPrefix(checkpoint::CommitTag(at, SaveManifest(client_state), files), where);
   }
@@ -114,15 +116,15 @@ absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
     if (holds_state) {
       const std::vector<std::string> state_names = optimizer_->state_names();
       const int64_t numel = (*arrays)[0].numel();
-      saved.push_back({checkpoint::kMasterArray, ArrayDType::kFloat32,
-                       (*arrays)[0].data_ptr<float>(), numel});
+      saved.push_back(
+          {checkpoint::kMasterArray, ArrayDType::kFloat32, (*arrays)[0].data_ptr<float>(), numel});
       for (size_t i = 0; i < state_names.size(); ++i) {
-        saved.push_back({state_names[i], ArrayDType::kFloat32,
-                         (*arrays)[i + 1].data_ptr<float>(), numel});
+        saved.push_back(
+            {state_names[i], ArrayDType::kFloat32, (*arrays)[i + 1].data_ptr<float>(), numel});
       }
     }
-    saved.push_back({checkpoint::kRngArray, ArrayDType::kBytes, rng.data_ptr<uint8_t>(),
-                     rng.numel()});
+    saved.push_back(
+        {checkpoint::kRngArray, ArrayDType::kBytes, rng.data_ptr<uint8_t>(), rng.numel()});
     ZT_ASSIGN_OR_RETURN(*written, checkpoint::WriteRankFile(at, rank, saved));
   } catch (const c10::Error& e) {
     return absl::InternalError(e.what_without_backtrace());
@@ -146,11 +148,10 @@ checkpoint::Manifest Engine::SaveManifest(
   for (int start : fp.layout().segment_starts()) m.add_segment_starts(start);
   const Fingerprint f = MakeFingerprint(options_, batch_, signature);
   if (!f.parts.empty()) m.set_options_fingerprint(f.parts[0].second);
-  m.set_config_text(absl::StrCat("stage: ", options_.stage, "\nprecision: ",
-                                 PrecisionName(options_.precision), "\noptimizer: ",
-                                 optimizer_->name(), "\ntrain_batch_size: ",
-                                 batch_.train_batch_size, "\ngradient_accumulation_steps: ",
-                                 batch_.gradient_accumulation_steps, "\n"));
+  m.set_config_text(absl::StrCat(
+      "stage: ", options_.stage, "\nprecision: ", PrecisionName(options_.precision),
+      "\noptimizer: ", optimizer_->name(), "\ntrain_batch_size: ", batch_.train_batch_size,
+      "\ngradient_accumulation_steps: ", batch_.gradient_accumulation_steps, "\n"));
   m.set_layout_world_size(store_->checkpoint_world_size());
   m.set_bucket_numel(fp.layout().bucket_numel());
   m.set_optimizer(optimizer_->name());
@@ -172,8 +173,8 @@ checkpoint::Manifest Engine::SaveManifest(
 
 absl::Status Engine::CheckModelMatches(const checkpoint::CheckpointReader& reader) const {
   const checkpoint::Manifest& m = reader.manifest();
-  const std::string what = absl::StrCat("the model differs from checkpoint ", reader.tag_dir(),
-                                        "/", checkpoint::kManifestFileName, ": ");
+  const std::string what = absl::StrCat("the model differs from checkpoint ", reader.tag_dir(), "/",
+                                        checkpoint::kManifestFileName, ": ");
   // dtypes are compared only when the precision is the same: the master is fp32 either way, so
   // an fp32 checkpoint may resume in bf16 and vice versa.
   const bool same_precision = m.precision() == PrecisionName(options_.precision);
@@ -186,21 +187,21 @@ absl::Status Engine::CheckModelMatches(const checkpoint::CheckpointReader& reade
                                        saved.shape().begin(), saved.shape().end());
     if (mine.name() != saved.name() || !shape_same ||
         (same_precision && mine.dtype() != saved.dtype())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, "parameter #", i, " (in engine order) is ", ShapeText(saved),
-          " in the checkpoint and ", ShapeText(mine), " in the model"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, "parameter #", i, " (in engine order) is ", ShapeText(saved),
+                       " in the checkpoint and ", ShapeText(mine), " in the model"));
     }
   }
   if (fp.num_params() != m.params_size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, "the checkpoint has ", m.params_size(), " parameters, the model ",
-        fp.num_params(), " (the first ", n, " agree)"));
+    return absl::FailedPreconditionError(absl::StrCat(what, "the checkpoint has ", m.params_size(),
+                                                      " parameters, the model ", fp.num_params(),
+                                                      " (the first ", n, " agree)"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
-    const std::string& dir, const std::string& tag) {
+absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const std::string& dir,
+                                                                          const std::string& tag) {
   const int rank = group_->rank();
   const std::string where = absl::StrCat("LoadCheckpoint on rank ", rank, ": ");
   // Everything is read into temporaries first, so a rank failing leaves every engine unchanged.
@@ -214,10 +215,10 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
     std::vector<std::string> want(m.state_arrays().begin(), m.state_arrays().end());
     const std::vector<std::string> have = optimizer_->state_names();
     if (want != have) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", reader->tag_dir(), " holds optimizer states [", absl::StrJoin(want, ", "),
-          "] (", m.optimizer(), "), this engine's ", optimizer_->name(), " has [",
-          absl::StrJoin(have, ", "), "]"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", reader->tag_dir(), " holds optimizer states [",
+                       absl::StrJoin(want, ", "), "] (", m.optimizer(), "), this engine's ",
+                       optimizer_->name(), " has [", absl::StrJoin(have, ", "), "]"));
     }
     const std::vector<MasterRun> runs = MasterRuns();
     std::vector<std::string> arrays = {checkpoint::kMasterArray};
@@ -261,8 +262,8 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(
   }
   if (local.ok() && scaler_ && m.has_loss_scaler()) {
     const checkpoint::LossScalerState& s = m.loss_scaler();
-    local = scaler_->Restore({s.scale(), s.iteration(), s.last_overflow_iteration(),
-                              s.hysteresis_left()});
+    local = scaler_->Restore(
+        {s.scale(), s.iteration(), s.last_overflow_iteration(), s.hysteresis_left()});
   }
   optimizer_steps_ = m.optimizer_steps();
   skipped_steps_ = m.skipped_steps();

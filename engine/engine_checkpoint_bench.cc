@@ -34,8 +34,7 @@ void Check(const absl::Status& s) {
 }
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Seconds to write `bytes` to `path` in 8 MiB blocks and fsync, or to read them back.
@@ -86,8 +85,8 @@ int RunRank(const std::string& dir) {
   Check(group.status());
   comm::ProcessGroup* g = group->get();
   torch::manual_seed(0);
-  auto layer = torch::nn::TransformerEncoderLayerOptions(kDim, 8).dim_feedforward(4 * kDim)
-                   .dropout(0.0);
+  auto layer =
+      torch::nn::TransformerEncoderLayerOptions(kDim, 8).dim_feedforward(4 * kDim).dropout(0.0);
   torch::nn::TransformerEncoder model(torch::nn::TransformerEncoderOptions(layer, kLayers));
   EngineOptions o;
   o.stage = 2;
@@ -126,12 +125,13 @@ int RunRank(const std::string& dir) {
   std::filesystem::remove(raw);
   if (g->rank() == 0) {
     const double mb = total.item<double>() / 1e6;
-    std::printf("engine_checkpoint_bench: %lld parameters, %d ranks, stage 2, fp32 AdamW; "
-                "checkpoint %.0f MB in all (master + 2 moments)\n\n",
-                static_cast<long long>((*engine)->flat_params().layout().numel()),
-                g->world_size(), mb);
-    std::printf("| operation | seconds | MB/s | raw disk MB/s (same bytes, same ranks) | ratio |\n"
-                "|---|---|---|---|---|\n");
+    std::printf(
+        "engine_checkpoint_bench: %lld parameters, %d ranks, stage 2, fp32 AdamW; "
+        "checkpoint %.0f MB in all (master + 2 moments)\n\n",
+        static_cast<long long>((*engine)->flat_params().layout().numel()), g->world_size(), mb);
+    std::printf(
+        "| operation | seconds | MB/s | raw disk MB/s (same bytes, same ranks) | ratio |\n"
+        "|---|---|---|---|---|\n");
     std::printf("| save (write + fsync + rename, manifest, latest) | %.3f | %.0f | %.0f | %.2f |\n",
                 save, mb / save, mb / raw_write, raw_write / save);
     std::printf("| load (read, verify CRC32C, re-slice) | %.3f | %.0f | %.0f | %.2f |\n", load,

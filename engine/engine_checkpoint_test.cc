@@ -20,11 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/shard_file.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -179,9 +179,9 @@ absl::StatusOr<std::string> RunCase(const Case& c) {
     if (compare_saved && saved_params.defined()) {
       ZT_ASSIGN_OR_RETURN(at::Tensor loaded, AllParams(*engine, *net));
       if (!at::equal(loaded, saved_params)) {
-        return absl::InternalError(absl::StrCat(
-            "loaded parameters differ from the saved ones; max ",
-            (loaded - saved_params).abs().max().item<double>()));
+        return absl::InternalError(
+            absl::StrCat("loaded parameters differ from the saved ones; max ",
+                         (loaded - saved_params).abs().max().item<double>()));
       }
     }
     ZT_RETURN_IF_ERROR(Train(*engine, *net, c, c.load_world, rank, 10, 20));
@@ -192,16 +192,15 @@ absl::StatusOr<std::string> RunCase(const Case& c) {
         return absl::InternalError(absl::StrCat("resumed master differs from straight; max ", d));
       }
       if (engine->loss_scale() != straight_scale) {
-        return absl::InternalError(absl::StrCat("loss scale ", engine->loss_scale(), " vs ",
-                                                straight_scale));
+        return absl::InternalError(
+            absl::StrCat("loss scale ", engine->loss_scale(), " vs ", straight_scale));
       }
     } else if (!compare_saved) {
       testing::ReferenceOptions ro;
       ro.steps = 20;
       ro.batch = kBatch;
       testing::ReferenceRun ref = testing::RunReference(c.model, ro);
-      ZT_ASSIGN_OR_RETURN(auto gathered,
-                          engine->GatherParameters(testing::UniqueParameters(*net)));
+      ZT_ASSIGN_OR_RETURN(auto gathered, engine->GatherParameters(testing::UniqueParameters(*net)));
       const std::string diff = testing::CompareParams(*net, *ref.net, 1e-6, 1e-5);
       ZT_RETURN_IF_ERROR(gathered->Close());
       if (!diff.empty()) return absl::InternalError(absl::StrCat("parameters differ: ", diff));
@@ -357,16 +356,17 @@ absl::StatusOr<std::string> BadInput() {
   auto bad = [&](const std::string& name) { return TestDir("bad/" + name); };
   ZT_RETURN_IF_ERROR(Expect(engine->LoadCheckpoint(bad("missing")).status(),
                             {"rank_1.zts is missing"}, "missing shard"));
-  ZT_RETURN_IF_ERROR(Expect(engine->LoadCheckpoint(bad("flipped")).status(),
-                            rank == 0 ? std::vector<std::string>{"flipped/t/rank_0.zts",
-                                                                 "checksum mismatch in array master"}
-                                      : std::vector<std::string>{"rank(s) 0 failed"},
-                            "flipped data byte"));
-  ZT_RETURN_IF_ERROR(Expect(engine->LoadCheckpoint(bad("header")).status(),
-                            rank == 1 ? std::vector<std::string>{"header/t/rank_1.zts",
-                                                                 "header checksum mismatch"}
-                                      : std::vector<std::string>{"rank(s) 1 failed"},
-                            "flipped header byte"));
+  ZT_RETURN_IF_ERROR(Expect(
+      engine->LoadCheckpoint(bad("flipped")).status(),
+      rank == 0
+          ? std::vector<std::string>{"flipped/t/rank_0.zts", "checksum mismatch in array master"}
+          : std::vector<std::string>{"rank(s) 0 failed"},
+      "flipped data byte"));
+  ZT_RETURN_IF_ERROR(
+      Expect(engine->LoadCheckpoint(bad("header")).status(),
+             rank == 1 ? std::vector<std::string>{"header/t/rank_1.zts", "header checksum mismatch"}
+                       : std::vector<std::string>{"rank(s) 1 failed"},
+             "flipped header byte"));
   ZT_RETURN_IF_ERROR(Expect(engine->LoadCheckpoint(bad("truncated")).status(),
                             {"truncated/t/rank_0.zts", "truncated"}, "truncated shard"));
   ZT_RETURN_IF_ERROR(Expect(engine->LoadCheckpoint(bad("newer")).status(),
@@ -424,7 +424,8 @@ absl::StatusOr<std::string> SaveForever(const std::string& dir) {
   c.model = ModelKind::kTransformer;
   auto net = testing::MakeNet(c.model);
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, OptionsFor(c, 1), group.get()));
-  if (std::filesystem::exists(dir + "/latest")) ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(dir).status());
+  if (std::filesystem::exists(dir + "/latest"))
+    ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(dir).status());
   for (int step = 0;; ++step) {
     ZT_RETURN_IF_ERROR(Train(*engine, *net, c, 1, 0, step % 20, step % 20 + 1));
     ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir));
@@ -437,8 +438,8 @@ TEST_P(CrashTest, LatestIsAlwaysLoadable) {
   const std::string dir = TestDir("crash");
   zerotrain::testing::SpawnOptions options;
   options.deadline = std::chrono::milliseconds(GetParam());
-  auto outcomes =
-      zerotrain::testing::SpawnRanks(1, [dir](int) { return SaveForever(dir); }, options);
+  auto outcomes = zerotrain::testing::SpawnRanks(
+      1, [dir](int) { return SaveForever(dir); }, options);
   ASSERT_EQ(outcomes.size(), 1u);
   ASSERT_EQ(outcomes[0].status.code(), absl::StatusCode::kDeadlineExceeded)
       << zerotrain::testing::FormatOutcomes(outcomes);

@@ -5,11 +5,11 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -69,13 +69,12 @@ absl::StatusOr<std::string> BadInputs() {
       o.stage = stage;
       o.ignore_unused_parameters = ignore;
       ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
-      ZT_RETURN_IF_ERROR(Expect(engine->Step(), absl::StatusCode::kFailedPrecondition,
-                                "no Backward()"));
+      ZT_RETURN_IF_ERROR(
+          Expect(engine->Step(), absl::StatusCode::kFailedPrecondition, "no Backward()"));
       const torch::Tensor before = net->unused->weight.detach().clone();
       absl::Status s = engine->Backward(net->used(torch::ones({2, 3})).sum());
       if (!ignore) {
-        ZT_RETURN_IF_ERROR(
-            Expect(s, absl::StatusCode::kFailedPrecondition, "unused.weight"));
+        ZT_RETURN_IF_ERROR(Expect(s, absl::StatusCode::kFailedPrecondition, "unused.weight"));
         continue;
       }
       ZT_RETURN_IF_ERROR(s);
@@ -104,10 +103,10 @@ absl::StatusOr<std::string> MismatchedRanks(int rank) {
   if (rank == 1) {
     for (auto& p : maybe_frozen->parameters()) p.set_requires_grad(false);
   }
-  ZT_RETURN_IF_ERROR(Expect(Engine::Create(*maybe_frozen, Basic(), group.get()).status(),
-                            rank == 1 ? absl::StatusCode::kInvalidArgument
-                                      : absl::StatusCode::kFailedPrecondition,
-                            rank == 1 ? "no trainable parameters" : "rank(s) 1 failed"));
+  ZT_RETURN_IF_ERROR(
+      Expect(Engine::Create(*maybe_frozen, Basic(), group.get()).status(),
+             rank == 1 ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kFailedPrecondition,
+             rank == 1 ? "no trainable parameters" : "rank(s) 1 failed"));
   torch::nn::Linear same(4, 5);
   EngineOptions o = Basic();
   o.stage = rank == 0 ? 1 : 2;
@@ -154,9 +153,9 @@ TEST(EngineChecks, RanksStartFromRankZerosParameters) {
                                torch::equal(net.stats, rank0.stats) &&
                                torch::equal(net.mask, rank0.mask);
       // Stage 3 shards the trainable layer (shape [0] outside a forward scope).
-      const bool same_trained = stage == 3 || (torch::equal(net.trained->weight,
-                                                            rank0.trained->weight) &&
-                                               torch::equal(net.trained->bias, rank0.trained->bias));
+      const bool same_trained =
+          stage == 3 || (torch::equal(net.trained->weight, rank0.trained->weight) &&
+                         torch::equal(net.trained->bias, rank0.trained->bias));
       if (!same_frozen || !same_trained) {
         return absl::InternalError(absl::StrCat("stage ", stage, ": rank ", rank, " kept its own ",
                                                 same_frozen ? "trainable" : "frozen or buffer",
@@ -219,8 +218,8 @@ absl::Status CheckOneSgdStep(bool custom, comm::ProcessGroup* group) {
     for (auto& p : ref->parameters()) p.sub_(0.1 * p.grad());
   }
   const std::string diff = testing::CompareParams(*net, *ref, 1e-6, 1e-5);
-  if (!diff.empty()) return absl::InternalError(absl::StrCat(custom ? "custom" : "built-in",
-                                                             " SGD: ", diff));
+  if (!diff.empty())
+    return absl::InternalError(absl::StrCat(custom ? "custom" : "built-in", " SGD: ", diff));
   if (custom && custom_steps != 1) return absl::InternalError("custom optimizer not used");
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
-// //checkpoint:consolidate end to end, under the Engine: 2 ranks train an MLP at ZeRO stage 2 and save a sharded
-// checkpoint; the tool, run as a user runs it, turns it into one state dict whose tensors LibTorch's
-// torch.save reader loads with the module's names and shapes, equal to the trained parameters.
+// //checkpoint:consolidate end to end, under the Engine: 2 ranks train an MLP at ZeRO stage 2 and
+// save a sharded checkpoint; the tool, run as a user runs it, turns it into one state dict whose
+// tensors LibTorch's torch.save reader loads with the module's names and shapes, equal to the
+// trained parameters.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <torch/serialize.h>
@@ -14,10 +15,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/comm.h"
+#include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -81,8 +82,8 @@ absl::StatusOr<std::string> TrainSaveConsolidate(int rank) {
   for (const auto& item : dict) {  // the module's own order
     const std::string& name = item.key().toStringRef();
     if (name != params[i].key()) {
-      return absl::InternalError(absl::StrCat("entry ", i, " is ", name, ", want ",
-                                              params[i].key()));
+      return absl::InternalError(
+          absl::StrCat("entry ", i, " is ", name, ", want ", params[i].key()));
     }
     if (!torch::equal(item.value().toTensor(), params[i].value())) {
       return absl::InternalError(absl::StrCat(name, " differs from the trained parameter"));

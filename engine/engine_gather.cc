@@ -7,8 +7,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "tools/status_macros.h"
 #include "engine/engine.h"
+#include "tools/status_macros.h"
 
 namespace zerotrain::engine {
 

@@ -16,11 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -28,7 +28,7 @@ namespace {
 using testing::ModelKind;
 // Relative to the runfiles root, where Bazel starts tests (and SpawnRanks its children).
 constexpr char kDir[] = "engine/testdata/legacy_stage1_w2";
-constexpr int64_t kBatch = 12;     // the writer's global batch
+constexpr int64_t kBatch = 12;  // the writer's global batch
 constexpr int kSavedSteps = 3;
 
 // The writer's options; only the stage differs between the cases.
@@ -107,7 +107,8 @@ absl::Status TrainOneStep(Engine& engine, testing::TestNet& net, int rank) {
   torch::Tensor loss;
   {
     auto forward = engine.BeginForward();
-    loss = testing::Loss(net, b.x.narrow(0, rank * micro, micro), b.y.narrow(0, rank * micro, micro));
+    loss =
+        testing::Loss(net, b.x.narrow(0, rank * micro, micro), b.y.narrow(0, rank * micro, micro));
   }
   ZT_RETURN_IF_ERROR(engine.Backward(loss));
   return engine.Step();
@@ -159,8 +160,7 @@ TEST_P(LegacyCheckpoint, LoadsBitwiseAndTrainsOn) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AnyStage, LegacyCheckpoint,
-                         ::testing::Values(Case{"same_w2_stage1", 2, 1},
-                                           Case{"w1_stage0", 1, 0},
+                         ::testing::Values(Case{"same_w2_stage1", 2, 1}, Case{"w1_stage0", 1, 0},
                                            Case{"w2_stage3", 2, 3}),
                          [](const auto& info) { return info.param.name; });
 

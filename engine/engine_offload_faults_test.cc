@@ -16,11 +16,11 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -72,8 +72,8 @@ absl::Status CheckAccounting(comm::ProcessGroup* group, int stage) {
     ZT_ASSIGN_OR_RETURN(at::Tensor master, engine->MasterCopy());
     const int64_t psi = engine->flat_params().layout().padded_numel();
     const int64_t want = array_bytes_per_elem * psi / group->world_size();
-    const std::string what = absl::StrCat("stage ", stage, " ", OffloadDeviceName(device), ": ",
-                                          b.ToString());
+    const std::string what =
+        absl::StrCat("stage ", stage, " ", OffloadDeviceName(device), ": ", b.ToString());
     if (b.master != 0 || b.optimizer_states != 0 || master.numel() * 12 != want) {
       return absl::InternalError(absl::StrCat(what, "; want 12 Psi / N = ", want));
     }
@@ -107,14 +107,14 @@ absl::Status CheckParamAccounting(comm::ProcessGroup* group) {
     ZT_RETURN_IF_ERROR(Train(*engine, *net, 1));
     const ModelStateBytes b = engine->model_state_bytes();
     const int64_t shard = 2 * engine->flat_params().layout().padded_numel() / group->world_size();
-    const std::string what = absl::StrCat("offload_param ", OffloadDeviceName(param), ": ",
-                                          b.ToString());
+    const std::string what =
+        absl::StrCat("offload_param ", OffloadDeviceName(param), ": ", b.ToString());
     if (param == OffloadDevice::kNone) {
       with_model = b.params;
       if (b.params != shard || b.offloaded_host != 0) return absl::InternalError(what);
     } else if (b.params != 0 ||
-               (param == OffloadDevice::kCpu && (b.offloaded_host < shard ||
-                                                 b.offloaded_host >= shard + 4096)) ||
+               (param == OffloadDevice::kCpu &&
+                (b.offloaded_host < shard || b.offloaded_host >= shard + 4096)) ||
                (param == OffloadDevice::kNvme &&
                 (b.offloaded_host != 0 || b.offloaded_nvme != shard))) {
       return absl::InternalError(absl::StrCat(what, "; the shard is ", shard, " B"));
@@ -141,8 +141,8 @@ absl::Status StartFaults(comm::ProcessGroup* group) {
   std::filesystem::create_directories(ok_dir);
   const std::string missing = TestDir("no_such_dir");
   auto net = testing::MakeNet(ModelKind::kMlp);
-  auto e = Engine::Create(*net, Options(2, OffloadDevice::kNvme, rank == 0 ? missing : ok_dir),
-                          group);
+  auto e =
+      Engine::Create(*net, Options(2, OffloadDevice::kNvme, rank == 0 ? missing : ok_dir), group);
   ZT_RETURN_IF_ERROR(Expect(e.status(), rank == 0 ? missing : "rank(s) 0 failed", "missing dir"));
   struct rlimit old;
   getrlimit(RLIMIT_FSIZE, &old);
@@ -181,8 +181,8 @@ absl::Status TruncatedMidRun(comm::ProcessGroup* group) {
   const std::string ckpt = TestDir("trunc_ckpt");
   std::filesystem::create_directories(nvme);
   auto net = testing::MakeNet(ModelKind::kMlp);
-  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, Options(2, OffloadDevice::kNvme, nvme),
-                                                  group));
+  ZT_ASSIGN_OR_RETURN(auto engine,
+                      Engine::Create(*net, Options(2, OffloadDevice::kNvme, nvme), group));
   ZT_RETURN_IF_ERROR(Train(*engine, *net, 3));
   ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ckpt, "good"));
   ZT_ASSIGN_OR_RETURN(at::Tensor saved, engine->MasterCopy());
@@ -194,8 +194,8 @@ absl::Status TruncatedMidRun(comm::ProcessGroup* group) {
   ZT_RETURN_IF_ERROR(group->Barrier());
   ZT_RETURN_IF_ERROR(Expect(Train(*engine, *net, 1), rank == 0 ? ".swp" : "rank(s) 0 failed",
                             "step after truncation"));
-  ZT_RETURN_IF_ERROR(Expect(engine->SaveCheckpoint(ckpt, "bad"), "inconsistent",
-                            "save after the failure"));
+  ZT_RETURN_IF_ERROR(
+      Expect(engine->SaveCheckpoint(ckpt, "bad"), "inconsistent", "save after the failure"));
   if (std::filesystem::exists(absl::StrCat(ckpt, "/bad"))) {
     return absl::InternalError("the refused save left a directory behind");
   }
@@ -205,8 +205,8 @@ absl::Status TruncatedMidRun(comm::ProcessGroup* group) {
   if (!at::equal(reloaded, saved)) return absl::InternalError("the reload differs from the save");
   ZT_RETURN_IF_ERROR(Train(*engine, *net, 1));
   auto fresh_net = testing::MakeNet(ModelKind::kMlp);
-  ZT_ASSIGN_OR_RETURN(auto fresh, Engine::Create(*fresh_net, Options(2, OffloadDevice::kNone, ""),
-                                                 group));
+  ZT_ASSIGN_OR_RETURN(auto fresh,
+                      Engine::Create(*fresh_net, Options(2, OffloadDevice::kNone, ""), group));
   ZT_RETURN_IF_ERROR(fresh->LoadCheckpoint(ckpt).status());
   ZT_ASSIGN_OR_RETURN(at::Tensor loaded, fresh->MasterCopy());
   if (!at::equal(loaded, saved)) return absl::InternalError("the good checkpoint changed");

@@ -12,11 +12,11 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -89,9 +89,8 @@ absl::StatusOr<Outcome> Finish(Engine& engine, testing::TestNet& net) {
 
 absl::Status SameBits(const Outcome& got, const Outcome& want, const std::string& what) {
   if (!at::equal(got.master, want.master)) {
-    return absl::InternalError(absl::StrCat(
-        what, ": fp32 master differs, max |diff| ",
-        (got.master - want.master).abs().max().item<double>()));
+    return absl::InternalError(absl::StrCat(what, ": fp32 master differs, max |diff| ",
+                                            (got.master - want.master).abs().max().item<double>()));
   }
   for (size_t i = 0; i < want.params.size(); ++i) {
     if (!at::equal(got.params[i], want.params[i])) {
@@ -116,8 +115,8 @@ absl::Status CompareDevices(comm::ProcessGroup* group, int stage, Precision prec
     D device, param;
     int64_t max_in_cpu;
   };
-  std::vector<Run> runs = {{D::kNone, D::kNone, 0}, {D::kCpu, D::kNone, 0},
-                           {D::kNvme, D::kNone, 0}};
+  std::vector<Run> runs = {
+      {D::kNone, D::kNone, 0}, {D::kCpu, D::kNone, 0}, {D::kNvme, D::kNone, 0}};
   if (stage == 3) {
     runs.push_back({D::kNone, D::kCpu, 0});
     runs.push_back({D::kNvme, D::kNvme, 0});
@@ -143,13 +142,14 @@ absl::Status CompareDevices(comm::ProcessGroup* group, int stage, Precision prec
       if (at::equal(none.master, initial)) return absl::InternalError(what + ": nothing trained");
       continue;
     }
-    ZT_RETURN_IF_ERROR(SameBits(got, none, absl::StrCat(what, " offload_optimizer ",
-                                                        OffloadDeviceName(device), " offload_param ",
-                                                        OffloadDeviceName(param))));
+    ZT_RETURN_IF_ERROR(SameBits(got, none,
+                                absl::StrCat(what, " offload_optimizer ", OffloadDeviceName(device),
+                                             " offload_param ", OffloadDeviceName(param))));
   }
   auto net = testing::MakeNet(ModelKind::kTransformer);
-  ZT_ASSIGN_OR_RETURN(auto resumed, Engine::Create(*net, Options(stage, precision,
-                                                                 OffloadDevice::kCpu, ""), group));
+  ZT_ASSIGN_OR_RETURN(
+      auto resumed,
+      Engine::Create(*net, Options(stage, precision, OffloadDevice::kCpu, ""), group));
   ZT_RETURN_IF_ERROR(resumed->LoadCheckpoint(ckpt, "s10").status());
   ZT_RETURN_IF_ERROR(Train(*resumed, *net, rank, 10, 20));
   ZT_ASSIGN_OR_RETURN(Outcome got, Finish(*resumed, *net));
@@ -160,22 +160,23 @@ class OffloadEquivalence : public ::testing::TestWithParam<std::tuple<int, Preci
 
 TEST_P(OffloadEquivalence, NoneCpuNvmeBitwiseEqual) {
   const auto [stage, precision] = GetParam();
-  auto outcomes = SpawnRanks(2, [stage = stage, precision = precision](int) -> absl::StatusOr<std::string> {
-    ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
-    ZT_RETURN_IF_ERROR(CompareDevices(group.get(), stage, precision));
-    return std::string("ok");
-  });
+  auto outcomes =
+      SpawnRanks(2, [stage = stage, precision = precision](int) -> absl::StatusOr<std::string> {
+        ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+        ZT_RETURN_IF_ERROR(CompareDevices(group.get(), stage, precision));
+        return std::string("ok");
+      });
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Stages, OffloadEquivalence,
-    ::testing::Combine(::testing::Values(1, 2, 3),
-                       ::testing::Values(Precision::kFloat32, Precision::kBFloat16)),
-    [](const auto& info) {
-      return absl::StrCat("stage", std::get<0>(info.param), "_",
-                          PrecisionName(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence,
+                         ::testing::Combine(::testing::Values(1, 2, 3),
+                                            ::testing::Values(Precision::kFloat32,
+                                                              Precision::kBFloat16)),
+                         [](const auto& info) {
+                           return absl::StrCat("stage", std::get<0>(info.param), "_",
+                                               PrecisionName(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace zerotrain::engine

@@ -8,18 +8,24 @@ namespace zerotrain::engine {
 
 const char* PrecisionName(Precision p) {
   switch (p) {
-    case Precision::kFloat32: return "fp32";
-    case Precision::kBFloat16: return "bf16";
-    case Precision::kFloat16: return "fp16";
+    case Precision::kFloat32:
+      return "fp32";
+    case Precision::kBFloat16:
+      return "bf16";
+    case Precision::kFloat16:
+      return "fp16";
   }
   return "?";
 }
 
 const char* OffloadDeviceName(OffloadDevice d) {
   switch (d) {
-    case OffloadDevice::kCpu: return "cpu";
-    case OffloadDevice::kNvme: return "nvme";
-    default: return "none";
+    case OffloadDevice::kCpu:
+      return "cpu";
+    case OffloadDevice::kNvme:
+      return "nvme";
+    default:
+      return "none";
   }
 }
 

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/shard_optimizer.h"
+#include "offload/async_file_io.h"
 #include "optim/adam.h"
 #include "optim/loss_scaler.h"
-#include "offload/async_file_io.h"
 #include "optim/sgd.h"
 #include "partition/stage3_options.h"
-#include "engine/shard_optimizer.h"
 
 namespace zerotrain::partition {
 class ShardedInit;

@@ -2,8 +2,8 @@
 // fingerprint parts that tell ranks apart, and the ZeRO memory formulas.
 #include "engine/engine_options.h"
 
-#include "gtest/gtest.h"
 #include "engine/model_state.h"
+#include "gtest/gtest.h"
 
 namespace zerotrain::engine {
 namespace {

@@ -10,18 +10,18 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
 
+using testing::ModelKind;
 using zerotrain::testing::FormatOutcomes;
 using zerotrain::testing::SpawnRanks;
-using testing::ModelKind;
 
 constexpr int64_t kBatch = 16;
 constexpr int kSteps = 20;
@@ -54,8 +54,8 @@ absl::StatusOr<std::string> Bf16LossCurve(ModelKind model, int stage) {
     const double want = ref.losses[step];
     const double got = global.item<double>();
     if (std::abs(got - want) > 0.01 * std::abs(want)) {
-      return absl::InternalError(absl::StrCat("step ", step, ": bf16 loss ", got,
-                                              " vs fp32 reference ", want));
+      return absl::InternalError(
+          absl::StrCat("step ", step, ": bf16 loss ", got, " vs fp32 reference ", want));
     }
     ZT_RETURN_IF_ERROR(engine->Backward(loss));
     ZT_RETURN_IF_ERROR(engine->Step());
@@ -64,8 +64,8 @@ absl::StatusOr<std::string> Bf16LossCurve(ModelKind model, int stage) {
   testing::Batch last = testing::GlobalBatch(model, kSteps - 1, kBatch);
   const double untrained = testing::Loss(*testing::MakeNet(model), last.x, last.y).item<double>();
   if (std::abs(untrained - ref.losses.back()) < 0.03 * ref.losses.back()) {
-    return absl::InternalError(absl::StrCat("training moved the loss only from ", untrained,
-                                            " to ", ref.losses.back(), "; the check is vacuous"));
+    return absl::InternalError(absl::StrCat("training moved the loss only from ", untrained, " to ",
+                                            ref.losses.back(), "; the check is vacuous"));
   }
   return std::string("ok");
 }
@@ -75,9 +75,8 @@ class Bf16Test : public ::testing::TestWithParam<std::tuple<ModelKind, int, int>
 
 TEST_P(Bf16Test, LossCurveWithinOnePercentOfFp32) {
   const auto [model, stage, world] = GetParam();
-  auto outcomes = SpawnRanks(world, [model = model, stage = stage](int) {
-    return Bf16LossCurve(model, stage);
-  });
+  auto outcomes = SpawnRanks(
+      world, [model = model, stage = stage](int) { return Bf16LossCurve(model, stage); });
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
@@ -107,7 +106,8 @@ absl::StatusOr<std::string> MixedDtypes(int stage) {
   const partition::FlatParams& flat = engine->flat_params();
   if (flat.groups().size() != 2 || flat.groups()[0].dtype != torch::kBFloat16 ||
       flat.groups()[1].dtype != torch::kFloat) {
-    return absl::InternalError(absl::StrCat(flat.groups().size(), " groups; want bf16 (fc2, "
+    return absl::InternalError(absl::StrCat(flat.groups().size(),
+                                            " groups; want bf16 (fc2, "
                                             "laid out first as backward reaches it first), fp32"));
   }
   testing::ReferenceOptions ro;
@@ -129,8 +129,8 @@ absl::StatusOr<std::string> MixedDtypes(int stage) {
     ZT_RETURN_IF_ERROR(engine->Step());
   }
   testing::Batch last = testing::GlobalBatch(ModelKind::kMlp, kSteps - 1, kBatch);
-  const double untrained = testing::Loss(*testing::MakeNet(ModelKind::kMlp), last.x, last.y)
-                               .item<double>();
+  const double untrained =
+      testing::Loss(*testing::MakeNet(ModelKind::kMlp), last.x, last.y).item<double>();
   if (std::abs(untrained - ref.losses.back()) < 0.03 * ref.losses.back()) {
     return absl::InternalError("training barely moved the loss; the check is vacuous");
   }
@@ -139,8 +139,8 @@ absl::StatusOr<std::string> MixedDtypes(int stage) {
   for (int i = 0; i < flat.num_params(); ++i) {
     const torch::Tensor p = flat.params()[i].second.detach().reshape({-1});
     if (p.scalar_type() != flat.dtype(i)) {
-      return absl::InternalError(absl::StrCat(flat.name(i), " is now ",
-                                              c10::toString(p.scalar_type())));
+      return absl::InternalError(
+          absl::StrCat(flat.name(i), " is now ", c10::toString(p.scalar_type())));
     }
     for (const partition::ParamPiece& piece : layout.PiecesOf(i)) {
       if (stage > 0 && piece.rank != group->rank()) continue;
@@ -214,13 +214,13 @@ absl::StatusOr<std::string> Fp16Overflow(int stage, int rank) {
     ZT_ASSIGN_OR_RETURN(const torch::Tensor after, AllParams(*engine, *net));
     const bool unchanged = torch::equal(before, after);
     if (unchanged != (step == kBadStep)) {
-      return absl::InternalError(absl::StrCat("step ", step, ": parameters ",
-                                              unchanged ? "unchanged" : "changed"));
+      return absl::InternalError(
+          absl::StrCat("step ", step, ": parameters ", unchanged ? "unchanged" : "changed"));
     }
   }
   if (engine->skipped_steps() != 1 || engine->optimizer_steps() != kSteps - 1) {
-    return absl::InternalError(absl::StrCat("skipped ", engine->skipped_steps(), ", took ",
-                                            engine->optimizer_steps()));
+    return absl::InternalError(
+        absl::StrCat("skipped ", engine->skipped_steps(), ", took ", engine->optimizer_steps()));
   }
   if (engine->loss_scale() != 128.0) {
     return absl::InternalError(absl::StrCat("loss scale ", engine->loss_scale(), ", want 128"));

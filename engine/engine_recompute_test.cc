@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "recompute/activation_checkpoint.h"
 #include "comm/comm.h"
+#include "engine/engine.h"
 #include "gtest/gtest.h"
+#include "recompute/activation_checkpoint.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -102,8 +102,7 @@ absl::StatusOr<std::string> CompareOnRank(int stage) {
 }
 
 void ExpectAllRanksOk(int world, int stage) {
-  auto outcomes =
-      testing::SpawnRanks(world, [stage](int) { return CompareOnRank(stage); });
+  auto outcomes = testing::SpawnRanks(world, [stage](int) { return CompareOnRank(stage); });
   ASSERT_EQ(outcomes.size(), static_cast<size_t>(world));
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << testing::FormatOutcomes(outcomes);
 }
@@ -120,14 +119,15 @@ TEST(CheckpointEngineTest, ParameterSharedByTwoCheckpointedBlocksIsAnError) {
     o.train_micro_batch_size_per_gpu = kBatch;
     ZT_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(*shared, o, group.get()));
     auto block = [&](const torch::Tensor& t) { return torch::tanh(shared(t)); };
-    torch::Tensor h = recompute::CheckpointBlock(block, recompute::CheckpointBlock(block, torch::randn({kBatch, kDim})));
+    torch::Tensor h = recompute::CheckpointBlock(
+        block, recompute::CheckpointBlock(block, torch::randn({kBatch, kDim})));
     const absl::Status s = engine->Backward(h.pow(2).mean());
     if (s.code() != absl::StatusCode::kFailedPrecondition ||
         s.message().find("arrived in more than one piece") == absl::string_view::npos ||
         (s.message().find("'weight'") == absl::string_view::npos &&
          s.message().find("'bias'") == absl::string_view::npos)) {
-      return absl::InternalError(absl::StrCat("wanted the shared-parameter error, got ",
-                                              s.ToString()));
+      return absl::InternalError(
+          absl::StrCat("wanted the shared-parameter error, got ", s.ToString()));
     }
     return std::string("ok");
   });

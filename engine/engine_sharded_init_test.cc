@@ -6,12 +6,12 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "partition/sharded_init.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -60,10 +60,11 @@ absl::StatusOr<std::string> BuildPartitionedAndTrain(int rank) {
   });
   ZT_RETURN_IF_ERROR(partitioned);
   if (peak != kLayerBytes || FullBytes(*net) != 0 || init.shard_bytes() == 0) {
-    return absl::InternalError(absl::StrCat("while building, up to ", peak, " bytes of full "
-                                            "values (one layer: ", kLayerBytes, "); after, ",
-                                            FullBytes(*net), "; slices kept ",
-                                            init.shard_bytes()));
+    return absl::InternalError(absl::StrCat("while building, up to ", peak,
+                                            " bytes of full "
+                                            "values (one layer: ",
+                                            kLayerBytes, "); after, ", FullBytes(*net),
+                                            "; slices kept ", init.shard_bytes()));
   }
   o.sharded_init = &init;
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
@@ -106,9 +107,8 @@ absl::StatusOr<std::string> MismatchedBucket() {
   ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
   EngineOptions o = Options(1);
   partition::ShardedInit init(group.get(), 32, o.stage3);
-  auto net = testing::MakeStack(100, [&](torch::nn::Module& layer) {
-    (void)init.Partition(layer);
-  });
+  auto net =
+      testing::MakeStack(100, [&](torch::nn::Module& layer) { (void)init.Partition(layer); });
   o.sharded_init = &init;
   auto engine = Engine::Create(*net, o, group.get());
   if (engine.ok()) return absl::InternalError("a ShardedInit with other buckets was accepted");

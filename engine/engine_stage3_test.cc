@@ -8,11 +8,11 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -161,8 +161,8 @@ absl::StatusOr<std::string> ChangeOfOrder() {
   }
   const partition::GatherStats st = engine->gather_stats();
   // Step 3 departs from the record; step 4 departs from step 3's; then the order holds again.
-  ZT_RETURN_IF_ERROR(Expect(st.order_departures == 2, absl::StrCat(st.order_departures,
-                                                                   " departures")));
+  ZT_RETURN_IF_ERROR(
+      Expect(st.order_departures == 2, absl::StrCat(st.order_departures, " departures")));
   ZT_RETURN_IF_ERROR(Expect(st.prefetches > 0, "no prefetch once the order held"));
   return std::string("ok");
 }

@@ -9,11 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "engine/engine.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
 #include "offload/swap_space.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
 
 namespace zerotrain::engine {
 
@@ -26,8 +26,8 @@ absl::Status Engine::InitOffload() {
                            (param.device != OffloadDevice::kNone && param.pin_memory);
   ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create(po));
   host_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
-  auto make_swap = [&](const std::string& path, const offload::AioOptions& aio,
-                       const char* field, std::unique_ptr<offload::SwapSpace>* out) {
+  auto make_swap = [&](const std::string& path, const offload::AioOptions& aio, const char* field,
+                       std::unique_ptr<offload::SwapSpace>* out) {
     offload::SwapSpaceOptions sw;
     sw.directory = path;
     sw.aio = aio;
@@ -99,7 +99,8 @@ absl::Status Engine::InitState() {
                          at::Tensor m = at::from_blob(v.arrays[0], {v.numel}, at::kFloat);
                          for (const ModelRun& r : runs) {
                            const int64_t lo = std::max(r.master_offset, v.begin);
-                           const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
+                           const int64_t hi =
+                               std::min(r.master_offset + r.numel, v.begin + v.numel);
                            if (lo >= hi) continue;
                            ZT_ASSIGN_OR_RETURN(
                                at::Tensor model,
@@ -122,7 +123,8 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
     shard.begin = begin;
     shard.numel = end - begin;
     shard.master = v.arrays[0] + (begin - v.begin);
-    for (size_t a = 1; a < v.arrays.size(); ++a) shard.state.push_back(v.arrays[a] + (begin - v.begin));
+    for (size_t a = 1; a < v.arrays.size(); ++a)
+      shard.state.push_back(v.arrays[a] + (begin - v.begin));
     // Each segment's part inside this piece, its pointers moved along with it.
     std::vector<ShardSegment> inside;
     for (const ShardSegment& s : segments) {
@@ -132,10 +134,11 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
       ShardSegment c = s;
       c.offset = lo;
       c.size = hi - lo;
-      c.grads = static_cast<const char*>(s.grads) + (lo - s.offset) * optim::DTypeSize(s.grad_dtype);
+      c.grads =
+          static_cast<const char*>(s.grads) + (lo - s.offset) * optim::DTypeSize(s.grad_dtype);
       if (s.params_out != nullptr) {
-        c.params_out =
-            static_cast<char*>(s.params_out) + (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
+        c.params_out = static_cast<char*>(s.params_out) +
+                       (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
       } else if (out.defined()) {
         c.params_out = static_cast<char*>(out.data_ptr()) + (lo - begin) * out.element_size();
         c.params_out_dtype = ToOptimDtype(out.scalar_type());

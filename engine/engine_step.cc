@@ -9,17 +9,16 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
 #include "optim/clip_grad.h"
 #include "optim/overflow_check.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
 
 namespace zerotrain::engine {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::vector<optim::GradShard> AsGradShards(const std::vector<partition::GradSegment>& grads) {
@@ -99,9 +98,9 @@ absl::Status Engine::Step() {
   const double start = Now();
   if (!broken_.ok()) return BrokenError();
   if (!backward_pending_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Step on rank ", group_->rank(), " (micro step ", micro_steps_,
-        "): no Backward() since the last Step(); call Backward(loss) first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Step on rank ", group_->rank(), " (micro step ", micro_steps_,
+                     "): no Backward() since the last Step(); call Backward(loss) first"));
   }
   backward_pending_ = false;
   ++micro_steps_;
@@ -121,9 +120,9 @@ absl::Status Engine::Step() {
   last_call_end_ = Now();
   if (!status.ok()) {
     // Ranks may have stepped different shards, or some gathered and others not.
-    broken_ = absl::Status(status.code(), absl::StrCat("Step on rank ", group_->rank(),
-                                                       " (optimizer step ", optimizer_steps_ + 1,
-                                                       "): ", status.message()));
+    broken_ = absl::Status(status.code(),
+                           absl::StrCat("Step on rank ", group_->rank(), " (optimizer step ",
+                                        optimizer_steps_ + 1, "): ", status.message()));
     return broken_;
   }
   return absl::OkStatus();

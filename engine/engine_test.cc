@@ -14,10 +14,10 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
-#include "engine/test_models.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -41,8 +41,8 @@ struct Case {
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  return absl::StrCat(testing::ModelName(c.model), "_stage", c.stage, "_w", c.world, "_gas",
-                      c.gas, c.overlap ? "_overlap" : "_nooverlap", c.clip > 0 ? "_clip" : "",
+  return absl::StrCat(testing::ModelName(c.model), "_stage", c.stage, "_w", c.world, "_gas", c.gas,
+                      c.overlap ? "_overlap" : "_nooverlap", c.clip > 0 ? "_clip" : "",
                       c.reduce_scatter ? "" : "_allreduce", "_bucket", c.bucket,
                       c.persist > 0 ? absl::StrCat("_persist", c.persist) : "",
                       c.max_live < 1000000000 ? absl::StrCat("_live", c.max_live) : "",
@@ -131,26 +131,22 @@ INSTANTIATE_TEST_SUITE_P(Grid, EquivalenceTest, ::testing::ValuesIn(Grid()), Cas
 // GAS=4 with clipping, overlap on and off, all-reduce for reduction, one big bucket.
 INSTANTIATE_TEST_SUITE_P(
     Variants, EquivalenceTest,
-    ::testing::Values(Case{ModelKind::kMlp, 0, 2, 4, false, 0.05},
-                      Case{ModelKind::kMlp, 1, 2, 4, false, 0.05},
-                      Case{ModelKind::kMlp, 2, 2, 4, false, 0.05},
-                      Case{ModelKind::kMlp, 2, 4, 4, true, 0.05},
-                      Case{ModelKind::kTransformer, 1, 2, 4, true, 0.05, 1 << 20, false},
-                      Case{ModelKind::kTransformer, 2, 2, 4, true, 0.05, 1 << 20, false},
-                      Case{ModelKind::kTransformer, 2, 2, 1, false, 0, 100},
-                      Case{ModelKind::kMlp, 3, 2, 4, false, 0.05},
-                      Case{ModelKind::kTransformer, 3, 4, 4, true, 0.05},
-                      Case{ModelKind::kTransformer, 3, 2, 1, true, 0, 1 << 20, false},
-                      // LayerNorms (16 elements) stay whole; at most 40 gathered elements live.
-                      Case{ModelKind::kTransformer, 3, 2, 2, true, 0.05, 64, true, 16, 40},
-                      Case{ModelKind::kTied, 3, 4, 2, true, 0.05, 64, true, 0, 1000000000, 0},
-                      // All-gathers of at most 24 or 10 elements: pieces of every bucket.
-                      Case{ModelKind::kTransformer, 1, 4, 1, true, 0, 64, true, 0, 1000000000,
-                           50000000, 24},
-                      Case{ModelKind::kMlp, 2, 2, 2, false, 0.05, 1 << 20, true, 0, 1000000000,
-                           50000000, 10},
-                      Case{ModelKind::kMlp, 1, 4, 1, true, 0, 64, false, 0, 1000000000,
-                           50000000, 10}),
+    ::testing::Values(
+        Case{ModelKind::kMlp, 0, 2, 4, false, 0.05}, Case{ModelKind::kMlp, 1, 2, 4, false, 0.05},
+        Case{ModelKind::kMlp, 2, 2, 4, false, 0.05}, Case{ModelKind::kMlp, 2, 4, 4, true, 0.05},
+        Case{ModelKind::kTransformer, 1, 2, 4, true, 0.05, 1 << 20, false},
+        Case{ModelKind::kTransformer, 2, 2, 4, true, 0.05, 1 << 20, false},
+        Case{ModelKind::kTransformer, 2, 2, 1, false, 0, 100},
+        Case{ModelKind::kMlp, 3, 2, 4, false, 0.05},
+        Case{ModelKind::kTransformer, 3, 4, 4, true, 0.05},
+        Case{ModelKind::kTransformer, 3, 2, 1, true, 0, 1 << 20, false},
+        // LayerNorms (16 elements) stay whole; at most 40 gathered elements live.
+        Case{ModelKind::kTransformer, 3, 2, 2, true, 0.05, 64, true, 16, 40},
+        Case{ModelKind::kTied, 3, 4, 2, true, 0.05, 64, true, 0, 1000000000, 0},
+        // All-gathers of at most 24 or 10 elements: pieces of every bucket.
+        Case{ModelKind::kTransformer, 1, 4, 1, true, 0, 64, true, 0, 1000000000, 50000000, 24},
+        Case{ModelKind::kMlp, 2, 2, 2, false, 0.05, 1 << 20, true, 0, 1000000000, 50000000, 10},
+        Case{ModelKind::kMlp, 1, 4, 1, true, 0, 64, false, 0, 1000000000, 50000000, 10}),
     CaseName);
 
 }  // namespace

@@ -16,11 +16,11 @@ namespace zerotrain::engine {
 absl::StatusOr<std::unique_ptr<ParamStore>> FlatStore::Create(const ParamStoreInputs& in) {
   comm::ProcessGroup* group = in.group;
   const std::string where = absl::StrCat("Engine::Create on rank ", group->rank(), ": ");
-  auto flat = partition::FlatParams::Create(in.params, group->world_size(),
-                                            in.options->reduce_bucket_size);
+  auto flat =
+      partition::FlatParams::Create(in.params, group->world_size(), in.options->reduce_bucket_size);
   ZT_RETURN_IF_ERROR(AgreeAllOk(group, flat.status(), where));
-  std::unique_ptr<FlatStore> store(new FlatStore(std::move(*flat), group, in.options->stage,
-                                                 in.options->allgather_bucket_size));
+  std::unique_ptr<FlatStore> store(
+      new FlatStore(std::move(*flat), group, in.options->stage, in.options->allgather_bucket_size));
   ZT_RETURN_IF_ERROR(store->BroadcastFlat());
   return std::unique_ptr<ParamStore>(std::move(store));
 }
@@ -47,7 +47,8 @@ int64_t FlatStore::master_numel() const {
 std::vector<ModelRun> FlatStore::ModelRuns() const {
   std::vector<ModelRun> runs;
   if (stage_ == 0) {
-    for (const partition::FlatGroup& g : flat_.groups()) runs.push_back({g.begin, g.begin, g.numel});
+    for (const partition::FlatGroup& g : flat_.groups())
+      runs.push_back({g.begin, g.begin, g.numel});
     return runs;
   }
   const partition::ShardLayout& layout = flat_.layout();

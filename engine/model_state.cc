@@ -6,13 +6,12 @@
 namespace zerotrain::engine {
 
 std::string ModelStateBytes::ToString() const {
-  return absl::StrCat("params ", params, " B, grads ", grads, " B, master ", master,
-                      " B, optimizer states ", optimizer_states, " B, total ", total(),
-                      " B (+ buffers ", buffers, " B)",
-                      offloaded_host + offloaded_nvme > 0
-                          ? absl::StrCat("; offloaded: host ", offloaded_host, " B, nvme ",
-                                         offloaded_nvme, " B")
-                          : "");
+  return absl::StrCat(
+      "params ", params, " B, grads ", grads, " B, master ", master, " B, optimizer states ",
+      optimizer_states, " B, total ", total(), " B (+ buffers ", buffers, " B)",
+      offloaded_host + offloaded_nvme > 0
+          ? absl::StrCat("; offloaded: host ", offloaded_host, " B, nvme ", offloaded_nvme, " B")
+          : "");
 }
 
 double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world) {
@@ -21,15 +20,21 @@ double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world)
   if (stage == 3) return 16 * p / n;  // everything sharded, in either precision
   if (mixed_precision) {
     switch (stage) {
-      case 0: return 16 * p;
-      case 1: return 4 * p + 12 * p / n;
-      default: return 2 * p + 14 * p / n;
+      case 0:
+        return 16 * p;
+      case 1:
+        return 4 * p + 12 * p / n;
+      default:
+        return 2 * p + 14 * p / n;
     }
   }
   switch (stage) {
-    case 0: return 16 * p;
-    case 1: return 8 * p + 12 * p / n;
-    default: return 4 * p + 16 * p / n;
+    case 0:
+      return 16 * p;
+    case 1:
+      return 8 * p + 12 * p / n;
+    default:
+      return 4 * p + 16 * p / n;
   }
 }
 

@@ -23,15 +23,18 @@ absl::Status AgreeAllOk(comm::ProcessGroup* group, const absl::Status& local,
     if (all.data_ptr<int64_t>()[r] != 0) failed.push_back(r);
   }
   if (failed.empty()) return absl::OkStatus();
-  return absl::AbortedError(absl::StrCat(where, "rank(s) ", absl::StrJoin(failed, ","),
-                                         " failed (see their errors)"));
+  return absl::AbortedError(
+      absl::StrCat(where, "rank(s) ", absl::StrJoin(failed, ","), " failed (see their errors)"));
 }
 
 optim::DType ToOptimDtype(at::ScalarType t) {
   switch (t) {
-    case at::kBFloat16: return optim::DType::kBFloat16;
-    case at::kHalf: return optim::DType::kFloat16;
-    default: return optim::DType::kFloat32;
+    case at::kBFloat16:
+      return optim::DType::kBFloat16;
+    case at::kHalf:
+      return optim::DType::kFloat16;
+    default:
+      return optim::DType::kFloat32;
   }
 }
 

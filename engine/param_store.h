@@ -97,12 +97,14 @@ class ParamStore {
   // state, and the arrays as that layout has them (numel elements each).
   virtual int checkpoint_world_size() const = 0;
   virtual bool SavesState(int rank) const = 0;
-  virtual std::vector<at::Tensor> ToCheckpointLayout(const std::vector<at::Tensor>& arrays) const = 0;
+  virtual std::vector<at::Tensor> ToCheckpointLayout(
+      const std::vector<at::Tensor>& arrays) const = 0;
 };
 
 // What a store is made from (each store's Create is collective: it partitions the parameters
-// and starts every rank from rank 0's values; a failure on any rank is every rank's error). The parameters are in the engine's order (reverse registration);
-// segment_starts cut them into stage 3's per-submodule segments.
+// and starts every rank from rank 0's values; a failure on any rank is every rank's error). The
+// parameters are in the engine's order (reverse registration); segment_starts cut them into stage
+// 3's per-submodule segments.
 struct ParamStoreInputs {
   const EngineOptions* options = nullptr;
   comm::ProcessGroup* group = nullptr;

@@ -11,17 +11,17 @@ namespace {
 // A segment outside the sub-group it came with would read or write someone else's memory.
 absl::Status CheckSegment(const ShardSegment& s, const ShardState& shard, const char* who) {
   if (s.size < 0 || s.offset < shard.begin || s.offset + s.size > shard.begin + shard.numel) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        who, ": segment [", s.offset, ", ", s.offset + s.size, ") outside the shard's [",
-        shard.begin, ", ", shard.begin + shard.numel, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": segment [", s.offset, ", ", s.offset + s.size,
+                     ") outside the shard's [", shard.begin, ", ", shard.begin + shard.numel, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckStateCount(const ShardState& shard, size_t want, const char* who) {
   if (shard.state.size() == want) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(who, ": given ", shard.state.size(),
-                                                 " state arrays, needs ", want));
+  return absl::InvalidArgumentError(
+      absl::StrCat(who, ": given ", shard.state.size(), " state arrays, needs ", want));
 }
 
 class AdamShardOptimizer : public ShardOptimizer {

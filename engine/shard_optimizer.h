@@ -27,7 +27,7 @@ struct ShardSegment {
   int64_t size = 0;
   const void* grads = nullptr;  // `size` gradients, not yet divided by grad_scale
   optim::DType grad_dtype = optim::DType::kFloat32;
-  void* params_out = nullptr;   // optional: where the updated values go in the model's dtype
+  void* params_out = nullptr;  // optional: where the updated values go in the model's dtype
   optim::DType params_out_dtype = optim::DType::kFloat32;
 };
 

@@ -3,8 +3,8 @@
 #include "engine/test_models.h"
 
 #include "absl/strings/str_cat.h"
-#include "tools/status_macros.h"
 #include "engine/engine.h"
+#include "tools/status_macros.h"
 
 namespace zerotrain::engine::testing {
 namespace {
@@ -36,8 +36,8 @@ struct Block : TestNet {
     ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
     // No qkv bias: the key bias gets a gradient that is exactly zero in real arithmetic, i.e.
     // pure rounding noise that Adam would amplify to full-size updates.
-    qkv = register_module(
-        "qkv", torch::nn::Linear(torch::nn::LinearOptions(kDim, 3 * kDim).bias(false)));
+    qkv = register_module("qkv",
+                          torch::nn::Linear(torch::nn::LinearOptions(kDim, 3 * kDim).bias(false)));
     proj = register_module("proj", torch::nn::Linear(kDim, kDim));
     ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
     fc1 = register_module("fc1", torch::nn::Linear(kDim, 4 * kDim));
@@ -94,7 +94,8 @@ struct Stack : TestNet {
   }
   torch::Tensor forward(const torch::Tensor& x) override {
     torch::Tensor h = x;
-    for (const auto& layer : *layers) h = h + torch::tanh(layer->as<torch::nn::Linear>()->forward(h));
+    for (const auto& layer : *layers)
+      h = h + torch::tanh(layer->as<torch::nn::Linear>()->forward(h));
     return h;
   }
   torch::nn::ModuleList layers{nullptr};
@@ -104,11 +105,16 @@ struct Stack : TestNet {
 
 const char* ModelName(ModelKind kind) {
   switch (kind) {
-    case ModelKind::kMlp: return "mlp";
-    case ModelKind::kTransformer: return "transformer";
-    case ModelKind::kStack: return "stack";
-    case ModelKind::kMixedMlp: return "mixed_mlp";
-    default: return "tied";
+    case ModelKind::kMlp:
+      return "mlp";
+    case ModelKind::kTransformer:
+      return "transformer";
+    case ModelKind::kStack:
+      return "stack";
+    case ModelKind::kMixedMlp:
+      return "mixed_mlp";
+    default:
+      return "tied";
   }
 }
 
@@ -164,8 +170,7 @@ ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& o) {
   run.net = MakeNet(kind);
   // Once each: a tied matrix listed twice would be stepped twice.
   const std::vector<torch::Tensor> params = UniqueParameters(*run.net);
-  torch::optim::AdamW adam(params,
-                           torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+  torch::optim::AdamW adam(params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
   for (int step = 0; step < o.steps; ++step) {
     Batch b = GlobalBatch(kind, step, o.batch);
     adam.zero_grad();

@@ -1,7 +1,8 @@
 // zero_bench: a ~50M-parameter transformer (16 encoder layers, d_model 512) trained by the Engine
-// at ZeRO stages 0, 1, 2 and 3 (with and without prefetch) on local ranks in one run; prints samples/s, the step-time split and
-// model-state bytes per rank next to the ZeRO formula, as a markdown table. samples/s comes from
-// the median step (forward + Backward + Step between barriers); the split columns are means.
+// at ZeRO stages 0, 1, 2 and 3 (with and without prefetch) on local ranks in one run; prints
+// samples/s, the step-time split and model-state bytes per rank next to the ZeRO formula, as a
+// markdown table. samples/s comes from the median step (forward + Backward + Step between
+// barriers); the split columns are means.
 //   bazel run -c opt //engine:zero_bench [-- --world=2 --steps=5 --micro=4 --backend=gloo|shm
 //                                              --allgather_bucket_size=4194304]
 // Started without rank variables it launches the ranks itself (this binary, one process each,
@@ -25,8 +26,8 @@ namespace zerotrain::engine {
 namespace {
 
 constexpr int64_t kDim = 512, kLayers = 16, kSeq = 32;
-int64_t micro_batch = 4;  // --micro: samples per rank per step
-bool shm = false;         // --backend=shm
+int64_t micro_batch = 4;             // --micro: samples per rank per step
+bool shm = false;                    // --backend=shm
 int64_t allgather_bucket = 1 << 22;  // --allgather_bucket_size, elements (the reduce bucket's)
 
 void Check(const absl::Status& s) {
@@ -37,14 +38,13 @@ void Check(const absl::Status& s) {
 }
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 torch::nn::TransformerEncoder MakeModel() {
   torch::manual_seed(0);
-  auto layer = torch::nn::TransformerEncoderLayerOptions(kDim, 8).dim_feedforward(4 * kDim)
-                   .dropout(0.0);
+  auto layer =
+      torch::nn::TransformerEncoderLayerOptions(kDim, 8).dim_feedforward(4 * kDim).dropout(0.0);
   return torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(layer, kLayers));
 }
 
@@ -115,16 +115,16 @@ void PrintStage(const Stage& s, comm::ProcessGroup* group, double stage0_samples
   const double n = static_cast<double>(s.seconds.size());
   const ModelStateBytes b = s.engine->model_state_bytes();
   const double mib = 1024.0 * 1024.0;
-  const char* reduction =
-      s.stage == 0 || !s.reduce_scatter ? "all-reduce" : "reduce-scatter";
-  const std::string name = s.stage < 3 ? absl::StrCat(s.stage)
-                                       : absl::StrCat("3, prefetch ", s.prefetch ? "on" : "off");
-  std::printf("| %s | %s | %.2f | %.2fx | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | "
-              "%.1f | %.1f | %.1f | %.1f |\n",
-              name.c_str(), reduction, samples, samples / stage0_samples, 1e3 * s.sum.forward / n,
-              1e3 * s.sum.backward / n, 1e3 * s.sum.backward_comm / n, 1e3 * s.sum.step / n,
-              1e3 * s.sum.allgather / n, b.params / mib, b.grads / mib, b.master / mib,
-              b.optimizer_states / mib, b.total() / mib, s.engine->formula_bytes() / mib);
+  const char* reduction = s.stage == 0 || !s.reduce_scatter ? "all-reduce" : "reduce-scatter";
+  const std::string name =
+      s.stage < 3 ? absl::StrCat(s.stage) : absl::StrCat("3, prefetch ", s.prefetch ? "on" : "off");
+  std::printf(
+      "| %s | %s | %.2f | %.2fx | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | "
+      "%.1f | %.1f | %.1f | %.1f |\n",
+      name.c_str(), reduction, samples, samples / stage0_samples, 1e3 * s.sum.forward / n,
+      1e3 * s.sum.backward / n, 1e3 * s.sum.backward_comm / n, 1e3 * s.sum.step / n,
+      1e3 * s.sum.allgather / n, b.params / mib, b.grads / mib, b.master / mib,
+      b.optimizer_states / mib, b.total() / mib, s.engine->formula_bytes() / mib);
 }
 
 int RunRank(int steps, bool check_calls) {
@@ -138,22 +138,23 @@ int RunRank(int steps, bool check_calls) {
   if ((*group)->rank() == 0) {
     int64_t numel = 0;
     for (const auto& p : MakeModel()->parameters()) numel += p.numel();
-    std::printf("zero_bench: %lld parameters, %d ranks, fp32, micro batch %lld x seq %lld, "
-                "AdamW, reduce buckets 4M elements, all-gathers of at most %lld elements, "
-                "overlap_comm on, %s backend, comm call check %s\n\n",
-                static_cast<long long>(numel), (*group)->world_size(),
-                static_cast<long long>(micro_batch), static_cast<long long>(kSeq),
-                static_cast<long long>(allgather_bucket), shm ? "shm" : "gloo",
-                check_calls ? "on" : "off");
-    std::printf("| stage | gradient reduction | samples/s | vs stage 0 | forward ms | "
-                "backward ms | bwd comm ms | step ms | all-gather ms | params MiB | grads MiB | "
-                "master MiB | optim MiB | total MiB | formula MiB |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "zero_bench: %lld parameters, %d ranks, fp32, micro batch %lld x seq %lld, "
+        "AdamW, reduce buckets 4M elements, all-gathers of at most %lld elements, "
+        "overlap_comm on, %s backend, comm call check %s\n\n",
+        static_cast<long long>(numel), (*group)->world_size(), static_cast<long long>(micro_batch),
+        static_cast<long long>(kSeq), static_cast<long long>(allgather_bucket),
+        shm ? "shm" : "gloo", check_calls ? "on" : "off");
+    std::printf(
+        "| stage | gradient reduction | samples/s | vs stage 0 | forward ms | "
+        "backward ms | bwd comm ms | step ms | all-gather ms | params MiB | grads MiB | "
+        "master MiB | optim MiB | total MiB | formula MiB |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   }
   // The stages take turns step by step, so drift on this shared machine hits all of them alike.
   std::vector<std::unique_ptr<Stage>> stages;
-  for (auto [stage, rs] : {std::pair{0, true}, {1, true}, {2, true}, {1, false}, {2, false},
-                           {3, true}, {3, false}}) {
+  for (auto [stage, rs] :
+       {std::pair{0, true}, {1, true}, {2, true}, {1, false}, {2, false}, {3, true}, {3, false}}) {
     stages.push_back(MakeStage(stage, rs, /*prefetch=*/true, group->get()));
   }
   stages.push_back(MakeStage(3, false, /*prefetch=*/false, group->get()));
@@ -168,12 +169,13 @@ int RunRank(int steps, bool check_calls) {
     for (const auto& s : stages) {
       if (s->stage != 3) continue;
       const partition::GatherStats g = s->engine->gather_stats();
-      std::printf("stage 3 (%s, prefetch %s), rank 0, per step: %.1f segment gathers, %.1f of them "
-                  "prefetched, %.0f ms waiting for gathers; peak %.1f MiB gathered at once, "
-                  "%.1f MiB persistent\n",
-                  s->reduce_scatter ? "reduce-scatter" : "all-reduce", s->prefetch ? "on" : "off",
-                  g.gathers / rounds, g.prefetches / rounds, 1e3 * g.wait_seconds / rounds,
-                  g.peak_live_numel * 4.0 / (1024 * 1024), g.persistent_numel * 4.0 / (1024 * 1024));
+      std::printf(
+          "stage 3 (%s, prefetch %s), rank 0, per step: %.1f segment gathers, %.1f of them "
+          "prefetched, %.0f ms waiting for gathers; peak %.1f MiB gathered at once, "
+          "%.1f MiB persistent\n",
+          s->reduce_scatter ? "reduce-scatter" : "all-reduce", s->prefetch ? "on" : "off",
+          g.gathers / rounds, g.prefetches / rounds, 1e3 * g.wait_seconds / rounds,
+          g.peak_live_numel * 4.0 / (1024 * 1024), g.persistent_numel * 4.0 / (1024 * 1024));
     }
   }
   return 0;
@@ -219,8 +221,8 @@ int main(int argc, char** argv) {
   if (!check_calls) args.push_back("--no_call_check");
   if (zerotrain::engine::shm) args.push_back("--backend=shm");
   args.push_back(absl::StrCat("--allgather_bucket_size=", zerotrain::engine::allgather_bucket));
-  absl::Status s = zerotrain::comm::LaunchRanks(
-      {.nproc_per_node = world, .master_port = 29750, .args = args});
+  absl::Status s =
+      zerotrain::comm::LaunchRanks({.nproc_per_node = world, .master_port = 29750, .args = args});
   if (!s.ok()) {
     std::fprintf(stderr, "zero_bench: %s\n", std::string(s.message()).c_str());
     return 1;

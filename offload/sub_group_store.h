@@ -38,9 +38,9 @@ struct SubGroupStoreOptions {
   // store), e.g. fp32 parameters that double as master weights; nullptr = the store allocates.
   // Empty, or one entry per array.
   std::vector<float*> external;
-  PinnedHostPool* pool = nullptr;   // required: where host memory (arrays or buffers) comes from
-  SwapSpace* swap = nullptr;        // required for kNvme
-  std::string region_prefix;        // kNvme: e.g. "rank0."; region names follow SwapSpace's rules
+  PinnedHostPool* pool = nullptr;  // required: where host memory (arrays or buffers) comes from
+  SwapSpace* swap = nullptr;       // required for kNvme
+  std::string region_prefix;       // kNvme: e.g. "rank0."; region names follow SwapSpace's rules
   // kNvme: sub-groups in host memory at once; 1 serialises I/O and compute, 2 or more let the
   // read of the next sub-groups (and the write of the previous) overlap the current one.
   int buffer_count = 4;
@@ -49,8 +49,8 @@ struct SubGroupStoreOptions {
 
 // One sub-group's arrays, in host memory for the duration of a Visit callback.
 struct SubGroupView {
-  int index = 0;           // sub-group number
-  int64_t begin = 0;       // first element (of every array) this sub-group holds
+  int index = 0;      // sub-group number
+  int64_t begin = 0;  // first element (of every array) this sub-group holds
   int64_t numel = 0;
   std::vector<float*> arrays;  // arrays[a][i] is element begin + i of array a
 };

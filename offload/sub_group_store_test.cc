@@ -221,19 +221,28 @@ TEST(SubGroupStoreTest, TruncatedSwapFileFailsTheVisitNamingItAndPoisonsTheStore
   // A partial rewrite is refused too; a rewrite of everything (a checkpoint load) heals it.
   EXPECT_EQ(store->Visit(0, 1, Access::kWrite, add_one).code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(store->VisitAll(Access::kWrite, [](const SubGroupView& v) {
-    for (float* array : v.arrays) std::fill(array, array + v.numel, 7.0f);
-    return absl::OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->VisitAll(Access::kWrite,
+                             [](const SubGroupView& v) {
+                               for (float* array : v.arrays)
+                                 std::fill(array, array + v.numel, 7.0f);
+                               return absl::OkStatus();
+                             })
+                  .ok());
   EXPECT_TRUE(store->health().ok());
-  ASSERT_TRUE(store->VisitAll(Access::kRead, [](const SubGroupView& v) {
-    for (float* array : v.arrays) {
-      for (int64_t i = 0; i < v.numel; ++i) {
-        if (array[i] != 7.0f) return absl::InternalError(absl::StrCat("sub-group ", v.index));
-      }
-    }
-    return absl::OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->VisitAll(Access::kRead,
+                             [](const SubGroupView& v) {
+                               for (float* array : v.arrays) {
+                                 for (int64_t i = 0; i < v.numel; ++i) {
+                                   if (array[i] != 7.0f)
+                                     return absl::InternalError(
+                                         absl::StrCat("sub-group ", v.index));
+                                 }
+                               }
+                               return absl::OkStatus();
+                             })
+                  .ok());
 }
 
 TEST(SubGroupStoreTest, ACallbackThatThrowsIsAnErrorAndTheStoreStaysUsable) {
@@ -246,9 +255,8 @@ TEST(SubGroupStoreTest, ACallbackThatThrowsIsAnErrorAndTheStoreStaysUsable) {
   });
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
   EXPECT_THAT(s.message(), HasSubstr("sub-group 1: kernel failed"));
-  EXPECT_TRUE(store->VisitAll(Access::kRead, [](const SubGroupView&) {
-    return absl::OkStatus();
-  }).ok());  // not left "inside a Visit"
+  EXPECT_TRUE(store->VisitAll(Access::kRead, [](const SubGroupView&) { return absl::OkStatus(); })
+                  .ok());  // not left "inside a Visit"
 }
 
 TEST(SubGroupStoreTest, CallbackErrorStopsTheVisitUnchangedWithoutPoisoning) {

@@ -50,8 +50,7 @@ absl::Status FusedAdagradStep(const AdagradOptions& options, int64_t step,
     types.push_back({s.grad_dtype, s.params_out != nullptr, s.params_out_dtype});
   }
   internal::AdagradScalars k;
-  k.clr = static_cast<float>(options.lr /
-                             (1.0 + static_cast<double>(step - 1) * options.lr_decay));
+  k.clr = static_cast<float>(options.lr / (1.0 + static_cast<double>(step - 1) * options.lr_decay));
   k.eps = static_cast<float>(options.eps);
   k.weight_decay = static_cast<float>(options.weight_decay);
   k.grad_mul = static_cast<float>(1.0 / options.grad_scale);

@@ -15,14 +15,16 @@
 namespace zerotrain::optim {
 namespace {
 
+using testing::AllClose;
 using testing::kShardSizes;
 using testing::kTotal;
-using testing::AllClose;
 using testing::RandomNormal;
 
 struct OurAdagrad {
   OurAdagrad(const std::vector<float>& init, float initial_accumulator)
-      : params(kTotal + 1), grads(kTotal + 1), sum(kTotal + 1, initial_accumulator),
+      : params(kTotal + 1),
+        grads(kTotal + 1),
+        sum(kTotal + 1, initial_accumulator),
         out(kTotal + 1) {
     std::copy(init.begin(), init.end(), params.begin() + 1);
   }
@@ -73,8 +75,8 @@ TEST_P(AdagradPathTest, MatchesTorchAdagradOver200Steps) {
       for (int64_t t = 1; t <= 200; ++t) {
         const std::vector<float> g = RandomNormal(kTotal, 300 + t);
         std::copy(g.begin(), g.end(), ours.grads.begin() + 1);
-        ASSERT_TRUE(FusedAdagradStep(o, t, ours.Shards(ours.grads.data() + 1, DType::kFloat32))
-                        .ok());
+        ASSERT_TRUE(
+            FusedAdagradStep(o, t, ours.Shards(ours.grads.data() + 1, DType::kFloat32)).ok());
         theirs.mutable_grad() = torch::from_blob(const_cast<float*>(g.data()), {kTotal}).clone();
         opt.step();
       }
@@ -114,8 +116,7 @@ TEST_P(AdagradPathTest, MatchesScalarReferenceWithBf16Gradients) {
   EXPECT_TRUE(AllClose(ours.sum.data() + 1, expected_sum.data(), kTotal));
 }
 
-INSTANTIATE_TEST_SUITE_P(SupportedPaths, AdagradPathTest,
-                         ::testing::ValuesIn(SupportedSimdPaths()),
+INSTANTIATE_TEST_SUITE_P(SupportedPaths, AdagradPathTest, ::testing::ValuesIn(SupportedSimdPaths()),
                          [](const ::testing::TestParamInfo<SimdPath>& info) {
                            return testing::PathLabel(info.param);
                          });

@@ -49,7 +49,9 @@ internal::AdamScalars MakeAdamScalars(const AdamOptions& o, int64_t step) {
 
 absl::Status CheckAdamShard(const AdamOptions& options, size_t index, const AdamShard& s) {
   return CheckShard("AdamShard", index, s.size,
-                    {{"params", s.params}, {"grads", s.grads}, {"exp_avg", s.exp_avg},
+                    {{"params", s.params},
+                     {"grads", s.grads},
+                     {"exp_avg", s.exp_avg},
                      {"exp_avg_sq", s.exp_avg_sq},
                      {"max_exp_avg_sq (amsgrad)", options.amsgrad ? s.max_exp_avg_sq : s.exp_avg}});
 }

@@ -25,7 +25,7 @@ struct AdamOptions {
   // Gradients are divided by this before use: the loss scale, times the clip factor when
   // clipping (see CombinedGradScale in clip_grad.h). 1 means the gradients are already true.
   double grad_scale = 1.0;
-  int threads = 0;                   // 0 = all cores
+  int threads = 0;                  // 0 = all cores
   SimdPath simd = SimdPath::kAuto;  // force a path (tests); kAuto also honours ZT_OPTIM_SIMD
 };
 

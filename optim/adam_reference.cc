@@ -17,7 +17,7 @@ void ReferenceAdam::Step(const AdamOptions& o, int64_t t, const std::vector<floa
     if (o.adamw) {
       p[i] *= 1.0 - o.lr * o.weight_decay;  // decoupled decay before the update
     } else {
-      g += o.weight_decay * p[i];           // L2 folded into the gradient
+      g += o.weight_decay * p[i];  // L2 folded into the gradient
     }
     m[i] = o.beta1 * m[i] + (1.0 - o.beta1) * g;
     v[i] = o.beta2 * v[i] + (1.0 - o.beta2) * g * g;

@@ -17,10 +17,10 @@
 namespace zerotrain::optim {
 namespace {
 
-using testing::kShardSizes;
 using testing::AllClose;
-using testing::ReferenceAdam;
+using testing::kShardSizes;
 using testing::RandomNormal;
+using testing::ReferenceAdam;
 
 // Shard sizes: empty, odd, several chunks, shorter than one vector, and a plain one.
 
@@ -34,8 +34,11 @@ int64_t Total() {
 // begins on a vector boundary.
 struct OurAdam {
   explicit OurAdam(const std::vector<float>& init)
-      : params(init.size() + 1), grads(init.size() + 1), m(init.size() + 1, 0.0f),
-        v(init.size() + 1, 0.0f), vmax(init.size() + 1, 0.0f) {
+      : params(init.size() + 1),
+        grads(init.size() + 1),
+        m(init.size() + 1, 0.0f),
+        v(init.size() + 1, 0.0f),
+        vmax(init.size() + 1, 0.0f) {
     std::copy(init.begin(), init.end(), params.begin() + 1);
   }
   std::vector<AdamShard> Shards(const void* grad_base, DType grad_dtype, void* out,
@@ -76,8 +79,8 @@ TEST_P(AdamPathTest, MatchesTorchAdamAndAdamWOver200Steps) {
   for (bool adamw : {false, true}) {
     for (double wd : {0.0, 0.01}) {
       for (bool amsgrad : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "adamw " << adamw << " wd " << wd << " amsgrad "
-                                          << amsgrad);
+        SCOPED_TRACE(::testing::Message()
+                     << "adamw " << adamw << " wd " << wd << " amsgrad " << amsgrad);
         AdamOptions o;
         o.lr = 1e-3, o.adamw = adamw, o.weight_decay = wd, o.amsgrad = amsgrad;
         o.threads = 2, o.simd = GetParam();
@@ -97,8 +100,9 @@ TEST_P(AdamPathTest, MatchesTorchAdamAndAdamWOver200Steps) {
         for (int64_t t = 1; t <= 200; ++t) {
           const std::vector<float> g = RandomNormal(n, 1000 + t);
           std::copy(g.begin(), g.end(), ours.grads.begin() + 1);
-          ASSERT_TRUE(FusedAdamStep(o, t, ours.Shards(ours.grads.data() + 1, DType::kFloat32,
-                                                       nullptr, DType::kBFloat16))
+          ASSERT_TRUE(FusedAdamStep(o, t,
+                                    ours.Shards(ours.grads.data() + 1, DType::kFloat32, nullptr,
+                                                DType::kBFloat16))
                           .ok());
           theirs.mutable_grad() = torch::from_blob(const_cast<float*>(g.data()), {n}).clone();
           opt->step();
@@ -115,8 +119,8 @@ TEST_P(AdamPathTest, MatchesScalarReferenceWithChangingHyperParameters) {
   const std::vector<float> init = RandomNormal(n, 2);
   for (bool bias_correction : {true, false}) {
     for (bool adamw : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "bias_correction " << bias_correction << " adamw "
-                                        << adamw);
+      SCOPED_TRACE(::testing::Message()
+                   << "bias_correction " << bias_correction << " adamw " << adamw);
       OurAdam ours(init);
       ReferenceAdam ref(init);
       AdamOptions o;
@@ -134,8 +138,9 @@ TEST_P(AdamPathTest, MatchesScalarReferenceWithChangingHyperParameters) {
         o.threads = 1 + t % 2;
         std::vector<float> g = RandomNormal(n, 2000 + t, static_cast<float>(o.grad_scale));
         std::copy(g.begin(), g.end(), ours.grads.begin() + 1);
-        ASSERT_TRUE(FusedAdamStep(o, t, ours.Shards(ours.grads.data() + 1, DType::kFloat32,
-                                                     nullptr, DType::kBFloat16))
+        ASSERT_TRUE(FusedAdamStep(o, t,
+                                  ours.Shards(ours.grads.data() + 1, DType::kFloat32, nullptr,
+                                              DType::kBFloat16))
                         .ok());
         ref.Step(o, t, g);
       }
@@ -169,8 +174,9 @@ TEST_P(AdamPathTest, EveryGradientAndCopyPrecision) {
   for (DType grad_dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     for (int out_kind = 0; out_kind < 4; ++out_kind) {
       const bool has_out = out_kind > 0;
-      const DType out_dtype = out_kind == 1 ? DType::kFloat32
-                              : out_kind == 2 ? DType::kBFloat16 : DType::kFloat16;
+      const DType out_dtype = out_kind == 1   ? DType::kFloat32
+                              : out_kind == 2 ? DType::kBFloat16
+                                              : DType::kFloat16;
       SCOPED_TRACE(::testing::Message() << "grads " << DTypeName(grad_dtype) << " copy "
                                         << (has_out ? DTypeName(out_dtype) : "none"));
       OurAdam ours(init);
@@ -179,7 +185,7 @@ TEST_P(AdamPathTest, EveryGradientAndCopyPrecision) {
       o.adamw = true, o.weight_decay = 0.01, o.simd = GetParam(), o.threads = 2;
       std::vector<float> out_f32(n);
       std::vector<uint16_t> out_16(n);
-      void* out = !has_out ? nullptr
+      void* out = !has_out                       ? nullptr
                   : out_dtype == DType::kFloat32 ? static_cast<void*>(out_f32.data())
                                                  : static_cast<void*>(out_16.data());
       for (int64_t t = 1; t <= 50; ++t) {
@@ -217,9 +223,10 @@ TEST_P(AdamPathTest, ThreadCountDoesNotChangeTheResult) {
     AdamOptions o;
     o.threads = threads, o.simd = GetParam();
     for (int64_t t = 1; t <= 3; ++t) {
-      ASSERT_TRUE(FusedAdamStep(o, t, ours.Shards(ours.grads.data() + 1, DType::kFloat32,
-                                                   nullptr, DType::kBFloat16))
-                      .ok());
+      ASSERT_TRUE(
+          FusedAdamStep(
+              o, t, ours.Shards(ours.grads.data() + 1, DType::kFloat32, nullptr, DType::kBFloat16))
+              .ok());
     }
     results.emplace_back(ours.P(), ours.P() + n);
   }
@@ -228,8 +235,7 @@ TEST_P(AdamPathTest, ThreadCountDoesNotChangeTheResult) {
   EXPECT_NE(results[0], init);
 }
 
-INSTANTIATE_TEST_SUITE_P(SupportedPaths, AdamPathTest,
-                         ::testing::ValuesIn(SupportedSimdPaths()),
+INSTANTIATE_TEST_SUITE_P(SupportedPaths, AdamPathTest, ::testing::ValuesIn(SupportedSimdPaths()),
                          [](const ::testing::TestParamInfo<SimdPath>& info) {
                            return testing::PathLabel(info.param);
                          });

@@ -16,8 +16,7 @@ absl::StatusOr<double> LocalSumOfSquares(absl::Span<const GradShard> shards,
   std::vector<double> partial(internal::CountChunks(sizes), 0.0);
   ZT_RETURN_IF_ERROR(internal::RunOnShards(
       options.simd, options.threads, sizes,
-      [&](const internal::KernelTable& table, int64_t chunk, size_t s, int64_t begin,
-          int64_t end) {
+      [&](const internal::KernelTable& table, int64_t chunk, size_t s, int64_t begin, int64_t end) {
         partial[chunk] = table.sum_squares(shards[s].data, shards[s].dtype, begin, end);
       }));
   double total = 0.0;

@@ -55,7 +55,7 @@ TEST(ClipGradTest, CoefficientsFollowTorchAndDeepSpeed) {
   // 1024 * (8 + 1e-6) / 2.
   EXPECT_DOUBLE_EQ(*CombinedGradScale(1024.0, 8.0 * 1024.0, 2.0), 1024.0 * (8.0 + 1e-6) / 2.0);
   EXPECT_DOUBLE_EQ(*CombinedGradScale(1024.0, 1.0 * 1024.0, 2.0), 1024.0);  // under the limit
-  EXPECT_DOUBLE_EQ(*CombinedGradScale(1024.0, 1e9, 0.0), 1024.0);          // no clipping
+  EXPECT_DOUBLE_EQ(*CombinedGradScale(1024.0, 1e9, 0.0), 1024.0);           // no clipping
   absl::Status s = CombinedGradScale(1024.0, kInf, 1.0).status();
   EXPECT_NE(s.message().find("overflowed"), std::string::npos) << s;
   EXPECT_FALSE(CombinedGradScale(0.0, 1.0, 1.0).ok());

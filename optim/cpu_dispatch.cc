@@ -11,10 +11,14 @@ namespace zerotrain::optim {
 
 const char* SimdPathName(SimdPath path) {
   switch (path) {
-    case SimdPath::kAuto: return "auto";
-    case SimdPath::kScalar: return "scalar";
-    case SimdPath::kAvx2: return "avx2";
-    case SimdPath::kAvx512: return "avx512";
+    case SimdPath::kAuto:
+      return "auto";
+    case SimdPath::kScalar:
+      return "scalar";
+    case SimdPath::kAvx2:
+      return "avx2";
+    case SimdPath::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -53,8 +57,8 @@ static absl::StatusOr<SimdPath> PathFromEnvironment(const char* value) {
   for (SimdPath p : {SimdPath::kScalar, SimdPath::kAvx2, SimdPath::kAvx512}) {
     if (std::strcmp(value, SimdPathName(p)) == 0) return p;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "ZT_OPTIM_SIMD = '", value, "' is not one of scalar, avx2, avx512"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("ZT_OPTIM_SIMD = '", value, "' is not one of scalar, avx2, avx512"));
 }
 
 absl::StatusOr<SimdPath> ResolveSimdPath(SimdPath requested) {

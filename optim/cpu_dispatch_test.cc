@@ -12,8 +12,10 @@ namespace {
 class ScopedEnv {
  public:
   explicit ScopedEnv(const char* value) {
-    if (value) setenv("ZT_OPTIM_SIMD", value, 1);
-    else unsetenv("ZT_OPTIM_SIMD");
+    if (value)
+      setenv("ZT_OPTIM_SIMD", value, 1);
+    else
+      unsetenv("ZT_OPTIM_SIMD");
   }
   ~ScopedEnv() { unsetenv("ZT_OPTIM_SIMD"); }
 };

@@ -34,11 +34,11 @@ absl::Status FusedAdamStepCuda(const AdamOptions& options, int64_t step,
                                                         : static_cast<int>(cuda::kNone))});
   }
   const internal::AdamScalars a = internal::MakeAdamScalars(options, step);
-  const cuda::Scalars k{a.beta1, a.beta2, a.one_minus_beta1, a.one_minus_beta2, a.eps,
-                        a.step_size, a.inv_sqrt_bias2, a.param_decay, a.l2, a.grad_mul,
-                        a.amsgrad};
-  const int error = cuda::LaunchFusedAdam(k, tensors.data(), static_cast<int>(tensors.size()),
-                                          cuda_stream);
+  const cuda::Scalars k{a.beta1, a.beta2,     a.one_minus_beta1, a.one_minus_beta2,
+                        a.eps,   a.step_size, a.inv_sqrt_bias2,  a.param_decay,
+                        a.l2,    a.grad_mul,  a.amsgrad};
+  const int error =
+      cuda::LaunchFusedAdam(k, tensors.data(), static_cast<int>(tensors.size()), cuda_stream);
   if (error != 0) {
     return absl::InternalError(absl::StrCat("FusedAdamStepCuda: launch over ", tensors.size(),
                                             " shards failed: ", cuda::ErrorString(error)));

@@ -66,11 +66,11 @@ TEST(FusedAdamCudaTest, MatchesCpuOver200Steps) {
         int64_t off = 0;
         for (int64_t s : sizes) {
           cpu.push_back({s, cpu_p.data() + off, static_cast<const char*>(host_g) + off * gsize,
-                         grad_dtype, cpu_m.data() + off, cpu_v.data() + off,
-                         cpu_vmax.data() + off, cpu_out.data() + off, DType::kBFloat16});
+                         grad_dtype, cpu_m.data() + off, cpu_v.data() + off, cpu_vmax.data() + off,
+                         cpu_out.data() + off, DType::kBFloat16});
           gpu.push_back({s, dp + off, static_cast<const char*>(dg) + off * gsize, grad_dtype,
-                         dm + off, dv + off, dvmax + off,
-                         static_cast<uint16_t*>(dout) + off, DType::kBFloat16});
+                         dm + off, dv + off, dvmax + off, static_cast<uint16_t*>(dout) + off,
+                         DType::kBFloat16});
           off += s;
         }
         ASSERT_TRUE(FusedAdamStep(o, t, cpu).ok());

@@ -5,10 +5,13 @@ namespace zerotrain::optim::internal {
 
 const KernelTable& KernelTableFor(SimdPath path) {
   switch (path) {
-    case SimdPath::kAvx512: return Avx512KernelTable();
-    case SimdPath::kAvx2: return Avx2KernelTable();
+    case SimdPath::kAvx512:
+      return Avx512KernelTable();
+    case SimdPath::kAvx2:
+      return Avx2KernelTable();
     case SimdPath::kAuto:
-    case SimdPath::kScalar: break;
+    case SimdPath::kScalar:
+      break;
   }
   return ScalarKernelTable();
 }

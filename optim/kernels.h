@@ -24,11 +24,11 @@ struct Streams {
 struct AdamScalars {
   float beta1, beta2, one_minus_beta1, one_minus_beta2;
   float eps;
-  float step_size;          // lr / bias_correction1
-  float inv_sqrt_bias2;     // 1 / sqrt(bias_correction2)
-  float param_decay;        // 1 - lr * weight_decay for AdamW, else 1
-  float l2;                 // weight_decay for Adam (added to the gradient), else 0
-  float grad_mul;           // 1 / grad_scale
+  float step_size;       // lr / bias_correction1
+  float inv_sqrt_bias2;  // 1 / sqrt(bias_correction2)
+  float param_decay;     // 1 - lr * weight_decay for AdamW, else 1
+  float l2;              // weight_decay for Adam (added to the gradient), else 0
+  float grad_mul;        // 1 / grad_scale
   bool amsgrad;
 };
 
@@ -50,7 +50,7 @@ struct LambScalars {
   float inv_bias1;       // 1 / bias_correction1
   float inv_sqrt_bias2;  // 1 / sqrt(bias_correction2)
   float weight_decay, grad_mul;
-  float neg_lr_trust;    // -lr * the shard's trust ratio (apply pass only)
+  float neg_lr_trust;  // -lr * the shard's trust ratio (apply pass only)
 };
 
 struct SquaredNorms {

@@ -16,8 +16,14 @@ namespace {
 
 enum class Out { kNone, kF32, kBf16, kF16 };
 
-template <DType G> struct GradTag { static constexpr DType value = G; };
-template <Out O> struct OutTag { static constexpr Out value = O; };
+template <DType G>
+struct GradTag {
+  static constexpr DType value = G;
+};
+template <Out O>
+struct OutTag {
+  static constexpr Out value = O;
+};
 
 template <class V, DType G>
 inline V LoadGrad(const void* grad, int64_t i) {
@@ -33,7 +39,10 @@ inline void StoreOut(void* out, int64_t i, V x) {
   if constexpr (O == Out::kF16) x.StoreHalf(static_cast<uint16_t*>(out) + i);
 }
 
-template <Out O> constexpr int OutSize() { return O == Out::kF32 ? 4 : (O == Out::kNone ? 0 : 2); }
+template <Out O>
+constexpr int OutSize() {
+  return O == Out::kF32 ? 4 : (O == Out::kNone ? 0 : 2);
+}
 
 // Runs op on every full vector of [begin, end), then once more on a zero-padded copy of the
 // remainder, so lengths and start addresses need no particular alignment.
@@ -78,18 +87,24 @@ template <DType G, class F>
 inline void DispatchOut(const StreamTypes& types, F& f) {
   if (!types.has_out) return f(GradTag<G>{}, OutTag<Out::kNone>{});
   switch (types.out) {
-    case DType::kFloat32: return f(GradTag<G>{}, OutTag<Out::kF32>{});
-    case DType::kBFloat16: return f(GradTag<G>{}, OutTag<Out::kBf16>{});
-    case DType::kFloat16: return f(GradTag<G>{}, OutTag<Out::kF16>{});
+    case DType::kFloat32:
+      return f(GradTag<G>{}, OutTag<Out::kF32>{});
+    case DType::kBFloat16:
+      return f(GradTag<G>{}, OutTag<Out::kBf16>{});
+    case DType::kFloat16:
+      return f(GradTag<G>{}, OutTag<Out::kF16>{});
   }
 }
 
 template <class F>
 inline void DispatchTypes(const StreamTypes& types, F&& f) {
   switch (types.grad) {
-    case DType::kFloat32: return DispatchOut<DType::kFloat32>(types, f);
-    case DType::kBFloat16: return DispatchOut<DType::kBFloat16>(types, f);
-    case DType::kFloat16: return DispatchOut<DType::kFloat16>(types, f);
+    case DType::kFloat32:
+      return DispatchOut<DType::kFloat32>(types, f);
+    case DType::kBFloat16:
+      return DispatchOut<DType::kBFloat16>(types, f);
+    case DType::kFloat16:
+      return DispatchOut<DType::kFloat16>(types, f);
   }
 }
 
@@ -101,10 +116,17 @@ struct AdamOp {
   bool has_l2;
 
   explicit AdamOp(const AdamScalars& a)
-      : beta1(V::Set(a.beta1)), beta2(V::Set(a.beta2)), omb1(V::Set(a.one_minus_beta1)),
-        omb2(V::Set(a.one_minus_beta2)), eps(V::Set(a.eps)), neg_step(V::Set(-a.step_size)),
-        inv_sqrt_bias2(V::Set(a.inv_sqrt_bias2)), decay(V::Set(a.param_decay)),
-        l2(V::Set(a.l2)), grad_mul(V::Set(a.grad_mul)), has_l2(a.l2 != 0.0f) {}
+      : beta1(V::Set(a.beta1)),
+        beta2(V::Set(a.beta2)),
+        omb1(V::Set(a.one_minus_beta1)),
+        omb2(V::Set(a.one_minus_beta2)),
+        eps(V::Set(a.eps)),
+        neg_step(V::Set(-a.step_size)),
+        inv_sqrt_bias2(V::Set(a.inv_sqrt_bias2)),
+        decay(V::Set(a.param_decay)),
+        l2(V::Set(a.l2)),
+        grad_mul(V::Set(a.grad_mul)),
+        has_l2(a.l2 != 0.0f) {}
 
   inline void operator()(const Streams& s, int64_t i) const {
     V g = LoadGrad<V, G>(s.grad, i) * grad_mul;
@@ -132,8 +154,12 @@ struct SgdOp {
   SgdScalars k;
 
   explicit SgdOp(const SgdScalars& a)
-      : neg_lr(V::Set(-a.lr)), momentum(V::Set(a.momentum)), omd(V::Set(a.one_minus_dampening)),
-        wd(V::Set(a.weight_decay)), grad_mul(V::Set(a.grad_mul)), k(a) {}
+      : neg_lr(V::Set(-a.lr)),
+        momentum(V::Set(a.momentum)),
+        omd(V::Set(a.one_minus_dampening)),
+        wd(V::Set(a.weight_decay)),
+        grad_mul(V::Set(a.grad_mul)),
+        k(a) {}
 
   inline void operator()(const Streams& s, int64_t i) const {
     V g = LoadGrad<V, G>(s.grad, i) * grad_mul;
@@ -156,8 +182,11 @@ struct AdagradOp {
   bool has_wd;
 
   explicit AdagradOp(const AdagradScalars& a)
-      : neg_clr(V::Set(-a.clr)), eps(V::Set(a.eps)), wd(V::Set(a.weight_decay)),
-        grad_mul(V::Set(a.grad_mul)), has_wd(a.weight_decay != 0.0f) {}
+      : neg_clr(V::Set(-a.clr)),
+        eps(V::Set(a.eps)),
+        wd(V::Set(a.weight_decay)),
+        grad_mul(V::Set(a.grad_mul)),
+        has_wd(a.weight_decay != 0.0f) {}
 
   inline void operator()(const Streams& s, int64_t i) const {
     V g = LoadGrad<V, G>(s.grad, i) * grad_mul;

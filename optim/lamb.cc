@@ -55,10 +55,11 @@ absl::Status Prepare(absl::Span<const LambShard> shards, bool need_grads,
                      std::vector<internal::StreamTypes>& types) {
   for (size_t i = 0; i < shards.size(); ++i) {
     const LambShard& s = shards[i];
-    ZT_RETURN_IF_ERROR(internal::CheckShard(
-        "LambShard", i, s.size,
-        {{"params", s.params}, {"grads", need_grads ? s.grads : s.params},
-         {"exp_avg", s.exp_avg}, {"exp_avg_sq", s.exp_avg_sq}}));
+    ZT_RETURN_IF_ERROR(internal::CheckShard("LambShard", i, s.size,
+                                            {{"params", s.params},
+                                             {"grads", need_grads ? s.grads : s.params},
+                                             {"exp_avg", s.exp_avg},
+                                             {"exp_avg_sq", s.exp_avg_sq}}));
     sizes.push_back(s.size);
     internal::Streams st;
     st.param = s.params;
@@ -74,8 +75,7 @@ absl::Status Prepare(absl::Span<const LambShard> shards, bool need_grads,
 
 }  // namespace
 
-absl::StatusOr<std::vector<LambNorms>> LambUpdateMoments(const LambOptions& options,
-                                                         int64_t step,
+absl::StatusOr<std::vector<LambNorms>> LambUpdateMoments(const LambOptions& options, int64_t step,
                                                          absl::Span<const LambShard> shards) {
   ZT_RETURN_IF_ERROR(CheckOptions(options, step));
   std::vector<int64_t> sizes;
@@ -130,8 +130,7 @@ absl::Status LambApplyUpdate(const LambOptions& options, int64_t step,
 
 absl::Status FusedLambStep(const LambOptions& options, int64_t step,
                            absl::Span<const LambShard> shards) {
-  ZT_ASSIGN_OR_RETURN(const std::vector<LambNorms> norms,
-                      LambUpdateMoments(options, step, shards));
+  ZT_ASSIGN_OR_RETURN(const std::vector<LambNorms> norms, LambUpdateMoments(options, step, shards));
   std::vector<double> trust(norms.size());
   for (size_t i = 0; i < norms.size(); ++i) trust[i] = LambTrustRatio(options, norms[i]);
   return LambApplyUpdate(options, step, shards, trust);

@@ -48,8 +48,7 @@ struct LambNorms {
 
 // Pass 1 of step `step` (1-based): m and v are updated in place and each shard's squared norms
 // are returned, in shard order.
-absl::StatusOr<std::vector<LambNorms>> LambUpdateMoments(const LambOptions& options,
-                                                         int64_t step,
+absl::StatusOr<std::vector<LambNorms>> LambUpdateMoments(const LambOptions& options, int64_t step,
                                                          absl::Span<const LambShard> shards);
 
 // The trust ratio of a tensor from its total squared norms: |p| / |u| clamped to

@@ -10,8 +10,10 @@ template <class V>
 struct LambDirection {
   V inv_bias1, inv_sqrt_bias2, eps, wd;
   explicit LambDirection(const LambScalars& a)
-      : inv_bias1(V::Set(a.inv_bias1)), inv_sqrt_bias2(V::Set(a.inv_sqrt_bias2)),
-        eps(V::Set(a.eps)), wd(V::Set(a.weight_decay)) {}
+      : inv_bias1(V::Set(a.inv_bias1)),
+        inv_sqrt_bias2(V::Set(a.inv_sqrt_bias2)),
+        eps(V::Set(a.eps)),
+        wd(V::Set(a.weight_decay)) {}
   inline V operator()(V p, V m, V v) const {
     return V::Fma(wd, p, (m * inv_bias1) / V::Fma(V::Sqrt(v), inv_sqrt_bias2, eps));
   }
@@ -24,8 +26,12 @@ struct LambMomentsOp {
   mutable V param_sq = V::Set(0.0f), update_sq = V::Set(0.0f);
 
   explicit LambMomentsOp(const LambScalars& a)
-      : beta1(V::Set(a.beta1)), beta2(V::Set(a.beta2)), omb1(V::Set(a.one_minus_beta1)),
-        omb2(V::Set(a.one_minus_beta2)), grad_mul(V::Set(a.grad_mul)), direction(a) {}
+      : beta1(V::Set(a.beta1)),
+        beta2(V::Set(a.beta2)),
+        omb1(V::Set(a.one_minus_beta1)),
+        omb2(V::Set(a.one_minus_beta2)),
+        grad_mul(V::Set(a.grad_mul)),
+        direction(a) {}
 
   inline void operator()(const Streams& s, int64_t i) const {
     const V g = LoadGrad<V, G>(s.grad, i) * grad_mul;
@@ -45,8 +51,7 @@ struct LambApplyOp {
   LambDirection<V> direction;
   V neg_lr_trust;
 
-  explicit LambApplyOp(const LambScalars& a)
-      : direction(a), neg_lr_trust(V::Set(a.neg_lr_trust)) {}
+  explicit LambApplyOp(const LambScalars& a) : direction(a), neg_lr_trust(V::Set(a.neg_lr_trust)) {}
 
   inline void operator()(const Streams& s, int64_t i) const {
     V p = V::Load(s.param + i);

@@ -13,8 +13,8 @@
 namespace zerotrain::optim {
 namespace {
 
-using testing::kTotal;
 using testing::AllClose;
+using testing::kTotal;
 using testing::RandomNormal;
 
 const std::vector<int64_t> kTensorSizes = {0, 13, 40003, 7, 1000};
@@ -50,7 +50,10 @@ struct ReferenceLamb {
 
 struct OurLamb {
   explicit OurLamb(const std::vector<float>& init)
-      : params(kTotal + 1), grads(kTotal + 1), m(kTotal + 1, 0.0f), v(kTotal + 1, 0.0f),
+      : params(kTotal + 1),
+        grads(kTotal + 1),
+        m(kTotal + 1, 0.0f),
+        v(kTotal + 1, 0.0f),
         out(kTotal + 1) {
     std::copy(init.begin(), init.end(), params.begin() + 1);
   }

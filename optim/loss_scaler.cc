@@ -19,16 +19,15 @@ absl::StatusOr<LossScaler> LossScaler::Create(const LossScalerOptions& o) {
   }
   if (o.loss_scale > 0) return LossScaler(o, false, o.loss_scale);
   if (o.initial_scale_power < 0 || o.initial_scale_power > 126) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "initial_scale_power = ", o.initial_scale_power, " is outside [0, 126]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("initial_scale_power = ", o.initial_scale_power, " is outside [0, 126]"));
   }
   if (o.loss_scale_window < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("loss_scale_window = ", o.loss_scale_window, " must be >= 1"));
   }
   if (o.hysteresis < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hysteresis = ", o.hysteresis, " must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("hysteresis = ", o.hysteresis, " must be >= 1"));
   }
   if (!(o.min_loss_scale > 0) || !std::isfinite(o.min_loss_scale)) {
     return absl::InvalidArgumentError(
@@ -43,9 +42,9 @@ LossScaler::LossScaler(const LossScalerOptions& options, bool dynamic, double sc
 absl::Status LossScaler::Restore(const State& state) {
   if (!(state.scale > 0) || !std::isfinite(state.scale) || state.iteration < 0 ||
       state.hysteresis_left < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LossScaler state {scale = ", state.scale, ", iteration = ", state.iteration,
-        ", hysteresis_left = ", state.hysteresis_left, "} is not a valid state"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("LossScaler state {scale = ", state.scale, ", iteration = ", state.iteration,
+                     ", hysteresis_left = ", state.hysteresis_left, "} is not a valid state"));
   }
   state_ = state;
   return absl::OkStatus();
@@ -58,8 +57,10 @@ absl::Status LossScaler::Update(bool overflow) {
     if (options_.hysteresis == 1 || s.hysteresis_left == 1) {
       if (s.scale == options_.min_loss_scale && options_.raise_error_at_min_scale) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "gradient overflow at iteration ", s.iteration, " with the loss scale already at "
-            "min_loss_scale = ", options_.min_loss_scale,
+            "gradient overflow at iteration ", s.iteration,
+            " with the loss scale already at "
+            "min_loss_scale = ",
+            options_.min_loss_scale,
             ": it cannot be decreased any more (training diverged or min_loss_scale is too high)"));
       }
       s.scale = std::max(s.scale / kScaleFactor, options_.min_loss_scale);

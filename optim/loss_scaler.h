@@ -14,7 +14,7 @@ struct LossScalerOptions {
   double loss_scale = 0.0;       // 0 = dynamic; > 0 = this static scale
   int initial_scale_power = 16;  // dynamic scale starts at 2^initial_scale_power
   int64_t loss_scale_window = 1000;
-  int hysteresis = 2;            // overflows tolerated before the scale drops
+  int hysteresis = 2;                   // overflows tolerated before the scale drops
   bool consecutive_hysteresis = false;  // refill hysteresis on every overflow-free step
   double min_loss_scale = 1.0;
   bool raise_error_at_min_scale = true;

@@ -88,8 +88,8 @@ double WarmupCosineLR::Ratio(int64_t iteration) const {
     return options_.warmup_min_ratio + fraction * (1.0 - options_.warmup_min_ratio);
   }
   const double done = static_cast<double>(iteration - warmup_steps_ + 1);
-  const double span = std::max<double>(1.0, static_cast<double>(options_.total_num_steps -
-                                                                warmup_steps_));
+  const double span =
+      std::max<double>(1.0, static_cast<double>(options_.total_num_steps - warmup_steps_));
   const double progress = std::min(1.0, done / span);
   const double cosine = (1.0 + std::cos(M_PI * progress)) / 2.0;
   return std::max(0.0, options_.cos_min_ratio + (1.0 - options_.cos_min_ratio) * cosine);
@@ -134,8 +134,8 @@ double OneCycle::ScaleFactor(int64_t iteration) const {
   // Staircase: position counted from the integer batch offset so a float just under a stair
   // boundary does not drop a whole stair.
   const double in_cycle = std::fmod(batch, total_);
-  const double position = in_cycle <= first_ ? in_cycle * stairs / first_
-                                             : (total_ - in_cycle) * stairs / second_;
+  const double position =
+      in_cycle <= first_ ? in_cycle * stairs / first_ : (total_ - in_cycle) * stairs / second_;
   return std::floor(position) / static_cast<double>(stairs);
 }
 

@@ -63,7 +63,7 @@ TEST(WarmupCosineLRTest, WarmupThenHalfCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(s.LearningRate(100), 0.5 * (0.01 + 0.99 * first));
   EXPECT_DOUBLE_EQ(s.LearningRate(599), 0.5 * (0.01 + 0.99 * 0.5));  // half way: cos(pi/2)
   EXPECT_NEAR(s.LearningRate(1099), 0.5 * 0.01, 1e-15);              // the end: cos(pi)
-  EXPECT_NEAR(s.LearningRate(100000), 0.5 * 0.01, 1e-15);           // held at the floor
+  EXPECT_NEAR(s.LearningRate(100000), 0.5 * 0.01, 1e-15);            // held at the floor
   o.warmup_type = WarmupType::kLog;
   WarmupCosineLR l = Ok(WarmupCosineLR::Create(o));
   EXPECT_DOUBLE_EQ(l.LearningRate(9), 0.5 * (0.1 + 0.9 * std::log(10.0) / std::log(100.0)));
@@ -76,14 +76,14 @@ TEST(OneCycleTest, TriangleWithInverseMomentumThenDecay) {
   o.cycle_min_mom = 0.8, o.cycle_max_mom = 0.9, o.decay_mom_rate = 0.01;
   OneCycle s = Ok(OneCycle::Create(o));
   EXPECT_DOUBLE_EQ(s.LearningRate(-1), 0.01);
-  EXPECT_DOUBLE_EQ(*s.Momentum(-1), 0.8);  // the constructor sets cycle_min_mom
+  EXPECT_DOUBLE_EQ(*s.Momentum(-1), 0.8);                     // the constructor sets cycle_min_mom
   EXPECT_NEAR(s.LearningRate(0), 0.01 + 0.09 * 0.01, 1e-15);  // batch 1 of a 100-step rise
   EXPECT_NEAR(*s.Momentum(0), 0.9 - 0.1 * 0.01, 1e-15);
   EXPECT_DOUBLE_EQ(s.LearningRate(99), 0.1);  // the peak
   EXPECT_DOUBLE_EQ(*s.Momentum(99), 0.8);
-  EXPECT_NEAR(s.LearningRate(249), 0.01 + 0.09 * 0.5, 1e-15);  // half way down
+  EXPECT_NEAR(s.LearningRate(249), 0.01 + 0.09 * 0.5, 1e-15);    // half way down
   EXPECT_NEAR(s.LearningRate(398), 0.01 + 0.09 / 300.0, 1e-15);  // last cycle step
-  EXPECT_DOUBLE_EQ(s.LearningRate(399), 0.01);  // the cycle closes at its start
+  EXPECT_DOUBLE_EQ(s.LearningRate(399), 0.01);                   // the cycle closes at its start
   EXPECT_DOUBLE_EQ(*s.Momentum(399), 0.9);
   EXPECT_DOUBLE_EQ(s.LearningRate(400), 0.01 / (1 + 0.5 * 0.1));  // first decay step
   EXPECT_DOUBLE_EQ(*s.Momentum(400), 0.9 * (1 + 0.01 * 0.1));
@@ -105,7 +105,7 @@ TEST(OneCycleTest, StaircaseHoldsEachStair) {
   EXPECT_DOUBLE_EQ(s.LearningRate(0), 0.0);    // batch 1: floor(0.04) / 4
   EXPECT_DOUBLE_EQ(s.LearningRate(24), 0.25);  // batch 25 starts the second stair
   EXPECT_DOUBLE_EQ(s.LearningRate(98), 0.75);
-  EXPECT_DOUBLE_EQ(s.LearningRate(99), 1.0);   // the peak is reached, not a stair below it
+  EXPECT_DOUBLE_EQ(s.LearningRate(99), 1.0);    // the peak is reached, not a stair below it
   EXPECT_DOUBLE_EQ(s.LearningRate(100), 0.75);  // falling: floor(99 * 4 / 100) / 4
 }
 

@@ -68,7 +68,7 @@ std::vector<double> InterleavedMedians(const std::vector<Variant>& variants) {
 
 // The optimizer's traffic with next to no arithmetic: 4 fp32 streams read, 3 written in place.
 __attribute__((target("avx2"))) void ProbeChunkAvx2(float* p, const float* g, float* m, float* v,
-                                                     int64_t begin, int64_t end) {
+                                                    int64_t begin, int64_t end) {
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m256 gi = _mm256_loadu_ps(g + i);
@@ -81,9 +81,8 @@ __attribute__((target("avx2"))) void ProbeChunkAvx2(float* p, const float* g, fl
 
 void Probe(int threads, float* p, const float* g, float* m, float* v, int64_t n) {
   const std::vector<Chunk> chunks = SplitIntoChunks({n});
-  RunTasks(threads, static_cast<int64_t>(chunks.size()), [&](int64_t t) {
-    ProbeChunkAvx2(p, g, m, v, chunks[t].begin, chunks[t].end);
-  });
+  RunTasks(threads, static_cast<int64_t>(chunks.size()),
+           [&](int64_t t) { ProbeChunkAvx2(p, g, m, v, chunks[t].begin, chunks[t].end); });
 }
 
 // 100 sizes summing to n, none a multiple of 16, from 0.2x to 1.8x the mean.
@@ -174,8 +173,7 @@ std::function<void()> FusedAdamWStep(Data& d, const std::vector<int64_t>& sizes)
   for (size_t i = 0; i < sizes.size(); ++i) lists->back().push_back(at::full({}, 10.0, at::kFloat));
   return [lists] {
     auto& l = *lists;
-    at::_fused_adamw_(l[0], l[1], l[2], l[3], {}, l[4], 1e-6, 0.9, 0.999, 0.01, 1e-8, false,
-                      false);
+    at::_fused_adamw_(l[0], l[1], l[2], l[3], {}, l[4], 1e-6, 0.9, 0.999, 0.01, 1e-8, false, false);
   };
 }
 
@@ -193,8 +191,7 @@ std::vector<Row> RunConfig(int64_t n, bool mixed, int threads) {
   const char* layout = mixed ? "100 mixed" : "flat";
   at::set_num_threads(threads);
   std::vector<Variant> variants = {
-      {"probe (bound)",
-       [&] { Probe(threads, d.p.data(), d.g.data(), d.m.data(), d.v.data(), n); }},
+      {"probe (bound)", [&] { Probe(threads, d.p.data(), d.g.data(), d.m.data(), d.v.data(), n); }},
       {"ours FusedAdamStep", OursStep(d, sizes, threads, nullptr, DType::kFloat32, nullptr)},
       {"torch::optim::AdamW", TorchAdamWStep(d, sizes)},
       {"at::_fused_adamw_", FusedAdamWStep(d, sizes)},
@@ -250,8 +247,9 @@ int main(int argc, char** argv) {
   const int all = ResolveThreadCount(0);
   std::printf("SIMD path: %s, cores: %d, runs per median: %d\n\n",
               SimdPathName(*ResolveSimdPath(SimdPath::kAuto)), all, g_runs);
-  std::printf("| params | layout | threads | variant | median ms | ns/param | bound/time | "
-              "vs torch AdamW |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| params | layout | threads | variant | median ms | ns/param | bound/time | "
+      "vs torch AdamW |\n|---|---|---|---|---|---|---|---|\n");
   std::vector<Row> big_flat, big_mixed;
   for (int64_t n : {int64_t{10000000}, int64_t{50000000}}) {
     if (quick && n > 10000000) break;

@@ -21,8 +21,8 @@ namespace zerotrain::optim::testing {
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << n << " elements differ (worst "
-                                       << worst << "x the tolerance):" << msg.str();
+  return ::testing::AssertionFailure() << bad << " of " << n << " elements differ (worst " << worst
+                                       << "x the tolerance):" << msg.str();
 }
 
 std::vector<float> RandomNormal(int64_t n, uint32_t seed, float stddev) {

@@ -59,8 +59,8 @@ inline uint16_t FloatToHalf(float f) {
   const uint32_t u = FloatBits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t magnitude = u & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return sign | 0x7E00u;     // NaN: quiet, as c10::Half does
-  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;    // >= 65520 rounds to infinity
+  if (magnitude > 0x7F800000u) return sign | 0x7E00u;   // NaN: quiet, as c10::Half does
+  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520 rounds to infinity
   if (magnitude < 0x38800000u) {
     // Below fp16's smallest normal (2^-14): adding 0.5 lines the fp16 subnormal grid up with
     // fp32's last mantissa bits, and the FPU's own rounding is round-to-nearest-even.
@@ -77,9 +77,12 @@ inline uint16_t FloatToHalf(float f) {
 // Loads element i of a buffer of `dtype` as fp32.
 inline float LoadAsFloat(const void* data, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::kFloat32: return static_cast<const float*>(data)[i];
-    case DType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DType::kFloat32:
+      return static_cast<const float*>(data)[i];
+    case DType::kBFloat16:
+      return BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DType::kFloat16:
+      return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
   }
   return 0.0f;
 }
@@ -87,9 +90,15 @@ inline float LoadAsFloat(const void* data, DType dtype, int64_t i) {
 // Stores fp32 `value` into element i of a buffer of `dtype`, rounding to nearest even.
 inline void StoreFromFloat(void* data, DType dtype, int64_t i, float value) {
   switch (dtype) {
-    case DType::kFloat32: static_cast<float*>(data)[i] = value; return;
-    case DType::kBFloat16: static_cast<uint16_t*>(data)[i] = FloatToBFloat16(value); return;
-    case DType::kFloat16: static_cast<uint16_t*>(data)[i] = FloatToHalf(value); return;
+    case DType::kFloat32:
+      static_cast<float*>(data)[i] = value;
+      return;
+    case DType::kBFloat16:
+      static_cast<uint16_t*>(data)[i] = FloatToBFloat16(value);
+      return;
+    case DType::kFloat16:
+      static_cast<uint16_t*>(data)[i] = FloatToHalf(value);
+      return;
   }
 }
 

@@ -36,8 +36,18 @@ bool SameBitsOrBothNan(uint16_t ours, uint16_t theirs, DType dtype) {
 // Values where rounding is hardest: exact ties between neighbours, one ulp either side, the
 // overflow threshold, subnormals, infinities and NaN.
 std::vector<float> HardFloats(DType dtype) {
-  std::vector<float> v = {0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, 65536.0f, 1e-8f,
-                          -3e-7f, 6.1e-5f, 3.4e38f, std::numeric_limits<float>::infinity(),
+  std::vector<float> v = {0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          65536.0f,
+                          1e-8f,
+                          -3e-7f,
+                          6.1e-5f,
+                          3.4e38f,
+                          std::numeric_limits<float>::infinity(),
                           -std::numeric_limits<float>::infinity(),
                           std::numeric_limits<float>::quiet_NaN(),
                           std::numeric_limits<float>::denorm_min()};
@@ -89,8 +99,13 @@ TEST_P(PrecisionPathTest, VectorLoadsAndStoresMatchC10) {
     std::vector<uint16_t> out(grads.size());
     SgdOptions o;
     o.lr = 1.0, o.simd = GetParam();
-    SgdShard shard{static_cast<int64_t>(grads.size()), params.data(), grads.data(), dtype,
-                   nullptr, out.data(), dtype};
+    SgdShard shard{static_cast<int64_t>(grads.size()),
+                   params.data(),
+                   grads.data(),
+                   dtype,
+                   nullptr,
+                   out.data(),
+                   dtype};
     ASSERT_TRUE(FusedSgdStep(o, 1, shard).ok());
     for (uint32_t i = 0; i <= 0xFFFFu; ++i) {
       const float expected = -C10ToFloat(static_cast<uint16_t>(i), dtype);
@@ -102,8 +117,13 @@ TEST_P(PrecisionPathTest, VectorLoadsAndStoresMatchC10) {
     std::vector<float> p(hard.size(), 0.0f), g(hard.size());
     for (size_t i = 0; i < hard.size(); ++i) g[i] = -hard[i];
     std::vector<uint16_t> narrow(hard.size());
-    SgdShard fp32{static_cast<int64_t>(hard.size()), p.data(), g.data(), DType::kFloat32,
-                  nullptr, narrow.data(), dtype};
+    SgdShard fp32{static_cast<int64_t>(hard.size()),
+                  p.data(),
+                  g.data(),
+                  DType::kFloat32,
+                  nullptr,
+                  narrow.data(),
+                  dtype};
     ASSERT_TRUE(FusedSgdStep(o, 1, fp32).ok());
     for (size_t i = 0; i < hard.size(); ++i) {
       ASSERT_TRUE(SameBitsOrBothNan(narrow[i], C10FromFloat(p[i], dtype), dtype))

@@ -53,9 +53,12 @@ bool HasInfOrNanTyped(const void* data, int64_t begin, int64_t end) {
 template <class V>
 double SumSquaresKernel(const void* data, DType dtype, int64_t begin, int64_t end) {
   switch (dtype) {
-    case DType::kFloat32: return SumSquaresTyped<V, DType::kFloat32>(data, begin, end);
-    case DType::kBFloat16: return SumSquaresTyped<V, DType::kBFloat16>(data, begin, end);
-    case DType::kFloat16: return SumSquaresTyped<V, DType::kFloat16>(data, begin, end);
+    case DType::kFloat32:
+      return SumSquaresTyped<V, DType::kFloat32>(data, begin, end);
+    case DType::kBFloat16:
+      return SumSquaresTyped<V, DType::kBFloat16>(data, begin, end);
+    case DType::kFloat16:
+      return SumSquaresTyped<V, DType::kFloat16>(data, begin, end);
   }
   return 0.0;
 }
@@ -63,16 +66,19 @@ double SumSquaresKernel(const void* data, DType dtype, int64_t begin, int64_t en
 template <class V>
 bool HasInfOrNanKernel(const void* data, DType dtype, int64_t begin, int64_t end) {
   switch (dtype) {
-    case DType::kFloat32: return HasInfOrNanTyped<V, DType::kFloat32>(data, begin, end);
-    case DType::kBFloat16: return HasInfOrNanTyped<V, DType::kBFloat16>(data, begin, end);
-    case DType::kFloat16: return HasInfOrNanTyped<V, DType::kFloat16>(data, begin, end);
+    case DType::kFloat32:
+      return HasInfOrNanTyped<V, DType::kFloat32>(data, begin, end);
+    case DType::kBFloat16:
+      return HasInfOrNanTyped<V, DType::kBFloat16>(data, begin, end);
+    case DType::kFloat16:
+      return HasInfOrNanTyped<V, DType::kFloat16>(data, begin, end);
   }
   return false;
 }
 
 template <class V>
 KernelTable MakeKernelTable() {
-  return KernelTable{&AdamKernel<V>,      &SgdKernel<V>,         &AdagradKernel<V>,
+  return KernelTable{&AdamKernel<V>,       &SgdKernel<V>,         &AdagradKernel<V>,
                      &SumSquaresKernel<V>, &HasInfOrNanKernel<V>, &LambMomentsKernel<V>,
                      &LambApplyKernel<V>};
 }

@@ -22,9 +22,9 @@ absl::Status CheckOptions(const SgdOptions& o, int64_t step) {
   ZT_RETURN_IF_ERROR(
       internal::CheckRange("SgdOptions.weight_decay", o.weight_decay, 0.0, HUGE_VAL));
   if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SgdOptions.nesterov needs momentum > 0 and dampening = 0; got momentum = ",
-                     o.momentum, ", dampening = ", o.dampening));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SgdOptions.nesterov needs momentum > 0 and dampening = 0; got momentum = ", o.momentum,
+        ", dampening = ", o.dampening));
   }
   if (!(o.grad_scale > 0.0) || !std::isfinite(o.grad_scale)) {
     return absl::InvalidArgumentError(

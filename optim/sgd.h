@@ -16,7 +16,7 @@ struct SgdOptions {
   double momentum = 0.0;
   double dampening = 0.0;
   double weight_decay = 0.0;
-  bool nesterov = false;  // needs momentum > 0 and dampening == 0, as in torch
+  bool nesterov = false;    // needs momentum > 0 and dampening == 0, as in torch
   double grad_scale = 1.0;  // gradients are divided by this (loss scale x clip factor)
   int threads = 0;
   SimdPath simd = SimdPath::kAuto;

@@ -14,9 +14,9 @@
 namespace zerotrain::optim {
 namespace {
 
+using testing::AllClose;
 using testing::kShardSizes;
 using testing::kTotal;
-using testing::AllClose;
 using testing::RandomNormal;
 
 // Buffers start one float past their allocation so no shard is vector-aligned.
@@ -64,7 +64,9 @@ struct Config {
   bool nesterov;
 };
 const Config kConfigs[] = {
-    {0.0, 0.0, 0.0, false}, {0.9, 0.0, 0.0, false}, {0.9, 0.1, 0.01, false},
+    {0.0, 0.0, 0.0, false},
+    {0.9, 0.0, 0.0, false},
+    {0.9, 0.1, 0.01, false},
     {0.9, 0.0, 0.01, true},
 };
 
@@ -78,9 +80,8 @@ class SgdPathTest : public ::testing::TestWithParam<SimdPath> {
 TEST_P(SgdPathTest, MatchesTorchSgdOver200Steps) {
   const std::vector<float> init = RandomNormal(kTotal, 11);
   for (const Config& c : kConfigs) {
-    SCOPED_TRACE(::testing::Message() << "momentum " << c.momentum << " dampening "
-                                      << c.dampening << " wd " << c.weight_decay << " nesterov "
-                                      << c.nesterov);
+    SCOPED_TRACE(::testing::Message() << "momentum " << c.momentum << " dampening " << c.dampening
+                                      << " wd " << c.weight_decay << " nesterov " << c.nesterov);
     SgdOptions o;
     o.lr = 1e-3, o.momentum = c.momentum, o.dampening = c.dampening;
     o.weight_decay = c.weight_decay, o.nesterov = c.nesterov, o.threads = 2, o.simd = GetParam();

@@ -14,8 +14,8 @@ absl::Status CheckRange(absl::string_view field, double value, double lo, double
                         bool hi_inclusive) {
   const bool above = hi_inclusive ? value > hi : value >= hi;
   if (!std::isfinite(value) || value < lo || above) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " is outside [", lo, ", ",
-                                                   hi, hi_inclusive ? "]" : ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " = ", value, " is outside [", lo, ", ", hi, hi_inclusive ? "]" : ")"));
   }
   return absl::OkStatus();
 }
@@ -29,9 +29,8 @@ absl::Status CheckShard(absl::string_view shard_kind, size_t index, int64_t size
   if (size == 0) return absl::OkStatus();
   for (const NamedPointer& p : pointers) {
     if (p.pointer == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(shard_kind, "[", index, "].", p.name,
-                                                     " is null for a shard of ", size,
-                                                     " elements"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          shard_kind, "[", index, "].", p.name, " is null for a shard of ", size, " elements"));
     }
   }
   return absl::OkStatus();

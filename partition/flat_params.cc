@@ -21,17 +21,17 @@ absl::StatusOr<std::vector<int64_t>> CheckParams(const NamedTensors& params, boo
   std::vector<int64_t> numels;
   for (const auto& [name, p] : params) {
     if (!p.defined()) {
-      return absl::InvalidArgumentError(absl::StrCat("FlatParams: parameter '", name,
-                                                     "' is undefined"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("FlatParams: parameter '", name, "' is undefined"));
     }
     const auto& [first_name, first] = params.front();
     if (p.device() != first.device() || (one_dtype && p.scalar_type() != first.scalar_type())) {
-      return absl::UnimplementedError(absl::StrCat(
-          "FlatParams: parameter '", name, "' is ", c10::toString(p.scalar_type()), " on ",
-          p.device().str(), " but '", first_name, "' is ", c10::toString(first.scalar_type()),
-          " on ", first.device().str(), "; ",
-          one_dtype ? "a sharded (stage 3) layout takes one dtype and one device"
-                    : "all parameters must be on one device"));
+      return absl::UnimplementedError(
+          absl::StrCat("FlatParams: parameter '", name, "' is ", c10::toString(p.scalar_type()),
+                       " on ", p.device().str(), " but '", first_name, "' is ",
+                       c10::toString(first.scalar_type()), " on ", first.device().str(), "; ",
+                       one_dtype ? "a sharded (stage 3) layout takes one dtype and one device"
+                                 : "all parameters must be on one device"));
     }
     numels.push_back(p.numel());
   }
@@ -61,8 +61,8 @@ at::Tensor GroupedBuffer::Range(int64_t begin, int64_t numel) const {
   const auto it = std::upper_bound(begins_.begin(), begins_.end(), begin);
   TORCH_CHECK(it != begins_.begin(), "GroupedBuffer: element ", begin, " precedes every group");
   const size_t g = static_cast<size_t>(it - begins_.begin()) - 1;
-  TORCH_CHECK(begin + numel <= begins_[g] + parts_[g].numel(), "GroupedBuffer: elements [",
-              begin, ", ", begin + numel, ") cross the end of group ", g);
+  TORCH_CHECK(begin + numel <= begins_[g] + parts_[g].numel(), "GroupedBuffer: elements [", begin,
+              ", ", begin + numel, ") cross the end of group ", g);
   return parts_[g].narrow(0, begin - begins_[g], numel);
 }
 
@@ -131,8 +131,8 @@ absl::StatusOr<FlatParams> FlatParams::Create(const NamedTensors& given, int wor
     g.first_bucket = l.SegmentFirstBucket(s);
     g.end_bucket = l.SegmentEndBucket(s);
     g.begin = l.param_offset(g.first_param);
-    const int64_t end = g.end_param < l.num_params() ? l.param_offset(g.end_param)
-                                                     : l.padded_numel();
+    const int64_t end =
+        g.end_param < l.num_params() ? l.param_offset(g.end_param) : l.padded_numel();
     g.numel = end - g.begin;
     out.groups_.push_back(g);
   }

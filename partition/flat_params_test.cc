@@ -61,10 +61,9 @@ TEST(FlatParamsTest, ParametersAliasTheFlatBuffer) {
 
 TEST(FlatParamsTest, OneBufferPerDtypeGroup) {
   torch::manual_seed(0);
-  NamedTensors named = {
-      {"a", torch::randn({5}).requires_grad_()},
-      {"b", torch::randn({7}).to(torch::kBFloat16).requires_grad_()},
-      {"c", torch::randn({3}).requires_grad_()}};
+  NamedTensors named = {{"a", torch::randn({5}).requires_grad_()},
+                        {"b", torch::randn({7}).to(torch::kBFloat16).requires_grad_()},
+                        {"c", torch::randn({3}).requires_grad_()}};
   std::vector<torch::Tensor> before;
   for (auto& [n, p] : named) before.push_back(p.detach().clone());
 

@@ -86,11 +86,12 @@ at::Tensor MakeGatherOnUseTensor(const c10::Storage& storage, const at::Tensor& 
   return t;
 }
 
-SkipGatherOnUse::SkipGatherOnUse()
-    : was_excluded_(c10::impl::tls_is_dispatch_key_excluded(kKey)) {
+SkipGatherOnUse::SkipGatherOnUse() : was_excluded_(c10::impl::tls_is_dispatch_key_excluded(kKey)) {
   c10::impl::tls_set_dispatch_key_excluded(kKey, true);
 }
 
-SkipGatherOnUse::~SkipGatherOnUse() { c10::impl::tls_set_dispatch_key_excluded(kKey, was_excluded_); }
+SkipGatherOnUse::~SkipGatherOnUse() {
+  c10::impl::tls_set_dispatch_key_excluded(kKey, was_excluded_);
+}
 
 }  // namespace zerotrain::partition

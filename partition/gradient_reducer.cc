@@ -38,16 +38,17 @@ class TakeGradHook : public torch::autograd::PostAccumulateGradHook {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
-    comm::ProcessGroup* group, const FlatParams* params, ReducerOptions options) {
+absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(comm::ProcessGroup* group,
+                                                                         const FlatParams* params,
+                                                                         ReducerOptions options) {
   if (options.stage < 0 || options.stage > 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("GradientReducer: stage ", options.stage, " (stages 0, 1 and 2 exist)"));
   }
   if (params->layout().world_size() != group->world_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GradientReducer: layout for ", params->layout().world_size(), " ranks, group has ",
-        group->world_size()));
+    return absl::InvalidArgumentError(absl::StrCat("GradientReducer: layout for ",
+                                                   params->layout().world_size(),
+                                                   " ranks, group has ", group->world_size()));
   }
   std::unique_ptr<GradientReducer> r(new GradientReducer(group, params, options));
   try {
@@ -70,7 +71,8 @@ GradientReducer::GradientReducer(comm::ProcessGroup* group, const FlatParams* pa
   const ShardLayout& layout = params->layout();
   const int nb = static_cast<int>(layout.buckets().size());
   bucket_param_count_.assign(nb, 0);
-  for (const LayoutBucket& b : layout.buckets()) largest_bucket_ = std::max(largest_bucket_, b.numel);
+  for (const LayoutBucket& b : layout.buckets())
+    largest_bucket_ = std::max(largest_bucket_, b.numel);
   for (int i = 0; i < params->num_params(); ++i) {
     pieces_.push_back(layout.PiecesOf(i));
     std::vector<int> buckets;
@@ -205,9 +207,8 @@ void GradientReducer::Launch(int bucket) {
     launch.work = group_->AllReduceAsync(in, ReduceOp::kAvg);
     if (options_.stage == 2) {
       at::Tensor dst = grad_shard_.Range(b.shard_offset, b.slice);
-      launch.after.push_back([dst, in, owned, slice = b.slice]() mutable {
-        dst.add_(in.narrow(0, owned, slice));
-      });
+      launch.after.push_back(
+          [dst, in, owned, slice = b.slice]() mutable { dst.add_(in.narrow(0, owned, slice)); });
     }
   } else {
     at::Tensor buffer = Take(largest_bucket_ / layout.world_size(), BucketDtype(bucket));

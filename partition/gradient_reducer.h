@@ -8,9 +8,10 @@
 //            into a gradient shard of shard_numel() elements; the staging is then freed, so no
 //            full-size gradient buffer outlives the reduction.
 // With overlap_comm a bucket's reduction starts from the hook of its last gradient, while backward
-// still runs (stage 2: at most two full buckets' worth in flight); otherwise all of them start once backward has finished. The hooks run after autograd
-// accumulates each gradient (post-accumulate-grad hooks, one per parameter, which this class
-// owns): they copy the gradient out and drop the parameter's .grad at once.
+// still runs (stage 2: at most two full buckets' worth in flight); otherwise all of them start once
+// backward has finished. The hooks run after autograd accumulates each gradient
+// (post-accumulate-grad hooks, one per parameter, which this class owns): they copy the gradient
+// out and drop the parameter's .grad at once.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -86,10 +87,10 @@ class GradientReducer {
   comm::ProcessGroup* group_;
   const FlatParams* params_;
   ReducerOptions options_;
-  std::vector<std::vector<ParamPiece>> pieces_;     // per parameter
-  std::vector<std::vector<int>> param_buckets_;     // buckets each parameter touches
-  std::vector<int> bucket_param_count_;             // parameters with elements in each bucket
-  int64_t largest_bucket_ = 0;                      // elements (a multiple of the world size)
+  std::vector<std::vector<ParamPiece>> pieces_;  // per parameter
+  std::vector<std::vector<int>> param_buckets_;  // buckets each parameter touches
+  std::vector<int> bucket_param_count_;          // parameters with elements in each bucket
+  int64_t largest_bucket_ = 0;                   // elements (a multiple of the world size)
 
   // Per backward.
   bool active_ = false;
@@ -108,10 +109,10 @@ class GradientReducer {
   absl::Status hook_error_;
   double last_comm_seconds_ = 0;
 
-  GroupedBuffer flat_grad_;            // stages 0 and 1
-  GroupedBuffer grad_shard_;           // stage 2
-  std::vector<at::Tensor> staging_;    // stage 2, per bucket, only while it is being reduced
-  std::vector<at::Tensor> spare_;      // per backward: buffers free for Take(); none survive it
+  GroupedBuffer flat_grad_;          // stages 0 and 1
+  GroupedBuffer grad_shard_;         // stage 2
+  std::vector<at::Tensor> staging_;  // stage 2, per bucket, only while it is being reduced
+  std::vector<at::Tensor> spare_;    // per backward: buffers free for Take(); none survive it
 };
 
 }  // namespace zerotrain::partition

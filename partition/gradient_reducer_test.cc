@@ -71,8 +71,8 @@ absl::StatusOr<std::string> ReduceAndCheck(const Case& c) {
       ++checked;
     }
   }
-  const int64_t want_checked = c.stage == 0 ? flat.layout().padded_numel()
-                                            : flat.layout().shard_numel();
+  const int64_t want_checked =
+      c.stage == 0 ? flat.layout().padded_numel() : flat.layout().shard_numel();
   if (checked != want_checked) {
     return absl::InternalError(absl::StrCat("checked ", checked, " elements, want ", want_checked));
   }

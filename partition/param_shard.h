@@ -22,7 +22,7 @@
 namespace zerotrain::partition {
 
 enum class ParamDevice { kModel, kHost, kNvme };  // offload_param none, cpu, nvme
-const char* ParamDeviceName(ParamDevice d);      // "none", "cpu", "nvme"
+const char* ParamDeviceName(ParamDevice d);       // "none", "cpu", "nvme"
 
 struct ParamShardOptions {
   ParamDevice device = ParamDevice::kModel;

@@ -25,9 +25,11 @@ absl::StatusOr<ShardLayout> ShardLayout::Create(const std::vector<int64_t>& para
   for (size_t i = 0; i < segment_starts.size(); ++i) {
     const int s = segment_starts[i];
     if (s < 1 || s >= n || (i > 0 && s <= segment_starts[i - 1])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ShardLayout: segment start #", i, " is parameter ", s, "; starts must increase within "
-          "[1, ", n, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("ShardLayout: segment start #", i,
+                                                     " is parameter ", s,
+                                                     "; starts must increase within "
+                                                     "[1, ",
+                                                     n, ")"));
     }
   }
   ShardLayout layout;
@@ -78,9 +80,7 @@ absl::StatusOr<ShardLayout> ShardLayout::Create(const std::vector<int64_t>& para
   return layout;
 }
 
-int ShardLayout::SegmentFirstParam(int s) const {
-  return s == 0 ? 0 : segment_starts_[s - 1];
-}
+int ShardLayout::SegmentFirstParam(int s) const { return s == 0 ? 0 : segment_starts_[s - 1]; }
 
 int ShardLayout::SegmentEndParam(int s) const {
   return s + 1 < num_segments() ? segment_starts_[s] : num_params();

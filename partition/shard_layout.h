@@ -24,14 +24,14 @@ struct LayoutBucket {
   int64_t shard_offset = 0;  // where this bucket's owned slice starts in every rank's shard
   int first_param = 0;       // parameters overlapping the bucket: [first_param, end_param)
   int end_param = 0;
-  int64_t slice = 0;         // numel / world size: what each rank owns of the bucket
+  int64_t slice = 0;  // numel / world size: what each rank owns of the bucket
 };
 
 // A contiguous run of one parameter's elements held by one rank.
 struct ParamPiece {
   int rank = 0;
   int bucket = 0;
-  int64_t flat_begin = 0;    // in the flat buffer
+  int64_t flat_begin = 0;  // in the flat buffer
   int64_t numel = 0;
   int64_t shard_offset = 0;  // in that rank's shard
   int64_t param_offset = 0;  // in the parameter's own flattened elements

@@ -23,8 +23,8 @@ absl::Status ShardedInit::Partition(torch::nn::Module& submodule) {
 }
 
 absl::Status ShardedInit::PartitionOwn(torch::nn::Module& submodule) {
-  const std::string where = absl::StrCat("ShardedInit::Partition(", submodule.name(),
-                                         ") on rank ", group_->rank(), ": ");
+  const std::string where =
+      absl::StrCat("ShardedInit::Partition(", submodule.name(), ") on rank ", group_->rank(), ": ");
   std::vector<at::Tensor> params;
   for (const auto& item : submodule.named_parameters(/*recurse=*/false)) {
     const at::Tensor& p = item.value();

@@ -40,7 +40,7 @@ class ShardedInit {
   absl::Status Partition(torch::nn::Module& submodule);
 
   struct Part {
-    std::vector<const void*> params;          // TensorImpls, in the engine's order (reversed)
+    std::vector<const void*> params;           // TensorImpls, in the engine's order (reversed)
     std::vector<std::vector<int64_t>> shapes;  // their full shapes
     at::Tensor shard;                          // this rank's slices, end to end
   };

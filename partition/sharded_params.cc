@@ -16,8 +16,7 @@ namespace zerotrain::partition {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void DropStorageRef(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
@@ -29,9 +28,9 @@ bool Contains(const std::vector<int>& v, int x) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardedParams>> ShardedParams::Create(
-    const NamedTensors& params, const std::vector<int>& segment_starts,
-    comm::ProcessGroup* group, int64_t bucket_numel, const Stage3Options& options,
-    const ShardedInit* init, const ParamShardOptions& shard_options) {
+    const NamedTensors& params, const std::vector<int>& segment_starts, comm::ProcessGroup* group,
+    int64_t bucket_numel, const Stage3Options& options, const ShardedInit* init,
+    const ParamShardOptions& shard_options) {
   std::vector<int64_t> numels;
   for (const auto& [name, p] : params) {
     int64_t n = 1;
@@ -79,9 +78,11 @@ absl::Status ShardedParams::AdoptPart(int s, const ShardedInit::Part& part, at::
   }
   if (!same) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "ZeRO stage 3: the submodule of ", Describe(first), " was partitioned at construction "
-        "(ShardedInit) with ", part.params.size(), " parameter(s), but the engine groups ",
-        end - first, " there", seg.persistent ? " and keeps them whole" : "",
+        "ZeRO stage 3: the submodule of ", Describe(first),
+        " was partitioned at construction "
+        "(ShardedInit) with ",
+        part.params.size(), " parameter(s), but the engine groups ", end - first, " there",
+        seg.persistent ? " and keeps them whole" : "",
         "; partition each submodule once, after it is complete, with the engine's options"));
   }
   values.narrow(0, seg.begin / layout.world_size(), part.shard.numel()).copy_(part.shard);
@@ -129,7 +130,8 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
       const int first = layout.SegmentFirstParam(s);
       if (init->PartOf(params[first].second) != part) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "ZeRO stage 3: ", Describe(static_cast<int>(i)), " was partitioned at construction "
+            "ZeRO stage 3: ", Describe(static_cast<int>(i)),
+            " was partitioned at construction "
             "(ShardedInit) apart from the other parameters of its submodule; partition each "
             "submodule once, after it is complete"));
       }
@@ -155,8 +157,8 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
   // One part per segment: a gather reads exactly one part.
   std::vector<int64_t> part_starts;
   for (const Segment& seg : segments_) part_starts.push_back(seg.begin / layout.world_size());
-  ZT_ASSIGN_OR_RETURN(shard_, ParamShard::Create(std::move(values), std::move(part_starts),
-                                                 shard_options));
+  ZT_ASSIGN_OR_RETURN(shard_,
+                      ParamShard::Create(std::move(values), std::move(part_starts), shard_options));
   return absl::OkStatus();
 }
 
@@ -206,17 +208,18 @@ void ShardedParams::StartGather(int segment, bool prefetch) {
   } else {
     seg.input = at::zeros({part_numel}, flat_->options());
     if (failed_.ok()) {
-      failed_ = absl::Status(part.status().code(),
-                             absl::StrCat("ZeRO stage 3 on rank ", group_->rank(), ": reading ",
-                                          Describe(layout.SegmentFirstParam(segment)),
-                                          "'s submodule from its shard: ", part.status().message()));
+      failed_ =
+          absl::Status(part.status().code(),
+                       absl::StrCat("ZeRO stage 3 on rank ", group_->rank(), ": reading ",
+                                    Describe(layout.SegmentFirstParam(segment)),
+                                    "'s submodule from its shard: ", part.status().message()));
     }
   }
   for (int k = layout.SegmentFirstBucket(segment); k < layout.SegmentEndBucket(segment); ++k) {
     const LayoutBucket& b = layout.buckets()[k];
-    seg.works.push_back(group_->AllGatherAsync(seg.input.narrow(0, b.shard_offset - part_begin,
-                                                                b.slice),
-                                               seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
+    seg.works.push_back(
+        group_->AllGatherAsync(seg.input.narrow(0, b.shard_offset - part_begin, b.slice),
+                               seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
   }
   seg.state = State::kInFlight;
   stats_.live_numel += seg.numel;
@@ -240,11 +243,10 @@ absl::Status ShardedParams::Finish(int segment) {
   if (!s.ok()) {
     (void)Release(segment);
     if (failed_.ok()) {
-      failed_ = absl::Status(s.code(), absl::StrCat("ZeRO stage 3 gather of ",
-                                                    Describe(flat_->layout().SegmentFirstParam(
-                                                        segment)),
-                                                    "'s submodule on rank ", group_->rank(), ": ",
-                                                    s.message()));
+      failed_ = absl::Status(
+          s.code(), absl::StrCat("ZeRO stage 3 gather of ",
+                                 Describe(flat_->layout().SegmentFirstParam(segment)),
+                                 "'s submodule on rank ", group_->rank(), ": ", s.message()));
     }
     return failed_;
   }
@@ -401,8 +403,9 @@ absl::Status ShardedParams::Refresh() {
       SkipGatherOnUse skip;
       for (int p = layout.SegmentFirstParam(s); p < layout.SegmentEndParam(s); ++p) {
         at::Tensor param = flat_->params()[p].second;
-        param.set_data(seg.buffer.narrow(0, layout.param_offset(p) - seg.begin,
-                                         layout.param_numel(p)).view(shapes_[p]));
+        param.set_data(
+            seg.buffer.narrow(0, layout.param_offset(p) - seg.begin, layout.param_numel(p))
+                .view(shapes_[p]));
       }
     }
     seg.state = State::kResident;
@@ -416,7 +419,7 @@ absl::Status ShardedParams::Refresh() {
   at::Tensor out = at::empty({packed * world}, flat_->options());
   int64_t at = 0;
   absl::Status read;  // on failure the gather still runs (with zeros), so the ranks stay paired
-  int part_of = -1;     // the segment whose part `part` holds: one read per segment
+  int part_of = -1;   // the segment whose part `part` holds: one read per segment
   absl::StatusOr<at::Tensor> part = absl::UnknownError("");
   for (const auto& [s, k] : buckets) {
     const LayoutBucket& b = layout.buckets()[k];
@@ -436,19 +439,20 @@ absl::Status ShardedParams::Refresh() {
   absl::Status st = group_->AllGather(in, out);
   if (!read.ok()) {
     return absl::Status(read.code(), absl::StrCat("ZeRO stage 3: reading the persistent "
-                                                  "parameters on rank ", group_->rank(), ": ",
-                                                  read.message()));
+                                                  "parameters on rank ",
+                                                  group_->rank(), ": ", read.message()));
   }
   if (!st.ok()) {
     return absl::Status(st.code(), absl::StrCat("ZeRO stage 3: gathering the persistent "
-                                                "parameters on rank ", group_->rank(), ": ",
-                                                st.message()));
+                                                "parameters on rank ",
+                                                group_->rank(), ": ", st.message()));
   }
   for (int r = 0; r < world; ++r) {
     at = 0;
     for (const auto& [s, k] : buckets) {
       const LayoutBucket& b = layout.buckets()[k];
-      segments_[s].buffer.narrow(0, b.begin - segments_[s].begin + r * b.slice, b.slice)
+      segments_[s]
+          .buffer.narrow(0, b.begin - segments_[s].begin + r * b.slice, b.slice)
           .copy_(out.narrow(0, r * packed + at, b.slice));
       at += b.slice;
     }

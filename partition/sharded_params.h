@@ -40,10 +40,10 @@ struct GatherStats {
   int64_t live_numel = 0;       // gathered elements of non-persistent segments, now
   int64_t peak_live_numel = 0;  // the most at once since ResetPeak()
   int64_t persistent_numel = 0;
-  int64_t gathers = 0;          // segment gathers started
-  int64_t prefetches = 0;       // of which ahead of use
+  int64_t gathers = 0;     // segment gathers started
+  int64_t prefetches = 0;  // of which ahead of use
   int64_t order_departures = 0;
-  double wait_seconds = 0;      // blocked on gathers
+  double wait_seconds = 0;  // blocked on gathers
 };
 
 class ShardedParams : public GatherOnUseOwner {
@@ -53,9 +53,9 @@ class ShardedParams : public GatherOnUseOwner {
   // `init`, segments partitioned at construction take their slices from it. The shard is built
   // in memory, then placed where `shard_options` say (offload_param), one part per segment.
   static absl::StatusOr<std::unique_ptr<ShardedParams>> Create(
-      const NamedTensors& params, const std::vector<int>& segment_starts,
-      comm::ProcessGroup* group, int64_t bucket_numel, const Stage3Options& options,
-      const ShardedInit* init = nullptr, const ParamShardOptions& shard_options = {});
+      const NamedTensors& params, const std::vector<int>& segment_starts, comm::ProcessGroup* group,
+      int64_t bucket_numel, const Stage3Options& options, const ShardedInit* init = nullptr,
+      const ParamShardOptions& shard_options = {});
   ~ShardedParams() override;
 
   const FlatParams& flat_params() const { return *flat_; }
@@ -130,7 +130,7 @@ class ShardedParams : public GatherOnUseOwner {
   std::vector<Segment> segments_;
   std::vector<int> segment_of_;
   std::vector<std::vector<int64_t>> shapes_;
-  std::vector<c10::Storage> storages_;  // per parameter; empty for persistent ones
+  std::vector<c10::Storage> storages_;    // per parameter; empty for persistent ones
   std::vector<at::Tensor> full_, empty_;  // per parameter: its two headers on that storage
   int windows_ = 0;
   int current_ = -1;  // the segment the last operator read

@@ -17,13 +17,16 @@ namespace {
 // Three "submodules" of 2, 1 and 2 parameters; values depend on the element index only.
 NamedTensors MakeParams() {
   NamedTensors named;
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
-      {"a.weight", {6, 5}}, {"a.bias", {6}}, {"b.weight", {5, 6}}, {"c.weight", {7, 3}},
-      {"c.bias", {7}}};
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {{"a.weight", {6, 5}},
+                                                                            {"a.bias", {6}},
+                                                                            {"b.weight", {5, 6}},
+                                                                            {"c.weight", {7, 3}},
+                                                                            {"c.bias", {7}}};
   for (const auto& [name, shape] : shapes) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    torch::Tensor t = (torch::arange(n).to(torch::kFloat) * 0.01 + static_cast<double>(name.size())).reshape(shape);
+    torch::Tensor t = (torch::arange(n).to(torch::kFloat) * 0.01 + static_cast<double>(name.size()))
+                          .reshape(shape);
     named.emplace_back(name, t.set_requires_grad(true));
   }
   return named;
@@ -79,9 +82,11 @@ absl::StatusOr<std::string> ReadWriteAndBudget(Stage3Options o) {
     ZT_RETURN_IF_ERROR(Expect(torch::equal(out.detach(), ref), "forward values differ"));
     out.sum().backward();  // needs b.weight and a.weight again for x's gradient
     torch::Tensor xr = torch::ones({4, 5}, torch::requires_grad());
-    torch::linear(torch::linear(torch::tanh(torch::linear(xr, want[0], want[1])), want[2])
-                      .narrow(1, 0, 3),
-                  want[3], want[4]).sum().backward();
+    torch::linear(
+        torch::linear(torch::tanh(torch::linear(xr, want[0], want[1])), want[2]).narrow(1, 0, 3),
+        want[3], want[4])
+        .sum()
+        .backward();
     ZT_RETURN_IF_ERROR(Expect(torch::allclose(x.grad(), xr.grad()), "input gradient differs"));
     ZT_RETURN_IF_ERROR(sp->EndIteration());
     sp->CloseWindow();
@@ -124,8 +129,7 @@ absl::StatusOr<std::string> ReadWriteAndBudget(Stage3Options o) {
 }
 
 void RunOnRanks(int world, Stage3Options o) {
-  auto outcomes =
-      zerotrain::testing::SpawnRanks(world, [o](int) { return ReadWriteAndBudget(o); });
+  auto outcomes = zerotrain::testing::SpawnRanks(world, [o](int) { return ReadWriteAndBudget(o); });
   for (const auto& r : outcomes) {
     EXPECT_TRUE(r.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
   }

@@ -28,8 +28,8 @@ struct CheckpointState : torch::CustomClassHolder {
   at::Tensor cpu_rng;
   std::optional<c10::Device> cuda_device;  // the first CUDA input's device
   at::Tensor cuda_rng;
-  std::vector<bool> requires_grad;     // per input, as seen by forward
-  std::vector<c10::Device> devices;    // per input, for moving host copies back
+  std::vector<bool> requires_grad;      // per input, as seen by forward
+  std::vector<c10::Device> devices;     // per input, for moving host copies back
   std::vector<at::Tensor> host_inputs;  // per input: its host copy, or undefined if not moved
 };
 
@@ -74,8 +74,7 @@ class RngFork {
 };
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
@@ -123,8 +122,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     // builds no graph, so higher-order gradients would silently be wrong.
     TORCH_CHECK(!torch::GradMode::is_enabled(),
                 "CheckpointBlock: backward with create_graph (double backward) is not supported");
-    auto state = c10::static_intrusive_pointer_cast<CheckpointState>(
-        ctx->saved_data["state"].toCapsule());
+    auto state =
+        c10::static_intrusive_pointer_cast<CheckpointState>(ctx->saved_data["state"].toCapsule());
     variable_list saved = ctx->get_saved_variables();
     variable_list inputs;
     inputs.reserve(saved.size());

@@ -28,8 +28,7 @@ struct Sizes {
 };
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Variant {
@@ -125,13 +124,14 @@ int Run(int argc, char** argv) {
   }
   int64_t params = 0;
   for (const auto& p : model.root.parameters()) params += p.numel();
-  std::printf("model: %lld encoder layers, d_model %lld, %lld heads, ffn %lld, seq %lld, "
-              "batch %lld, dropout 0.1, fp32, %.1fM parameters; %lld threads; median of %lld steps\n\n",
-              (long long)z.layers, (long long)z.dim, (long long)z.heads, (long long)(4 * z.dim),
-              (long long)z.seq, (long long)z.batch, params / 1e6, (long long)threads,
-              (long long)steps);
-  std::printf("| variant | step s (fwd+bwd) | vs plain | live after forward MiB | vs plain | peak "
-              "MiB | recompute s/step |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "model: %lld encoder layers, d_model %lld, %lld heads, ffn %lld, seq %lld, "
+      "batch %lld, dropout 0.1, fp32, %.1fM parameters; %lld threads; median of %lld steps\n\n",
+      (long long)z.layers, (long long)z.dim, (long long)z.heads, (long long)(4 * z.dim),
+      (long long)z.seq, (long long)z.batch, params / 1e6, (long long)threads, (long long)steps);
+  std::printf(
+      "| variant | step s (fwd+bwd) | vs plain | live after forward MiB | vs plain | peak "
+      "MiB | recompute s/step |\n|---|---|---|---|---|---|---|\n");
   const double base_t = Median(plain.seconds), base_live = Median(plain.live_after_forward);
   for (Variant* v : {&plain, &checkpointed}) {
     const double t = Median(v->seconds), live = Median(v->live_after_forward);

@@ -20,9 +20,7 @@ struct Mlp : torch::nn::Module {
       : fc1(register_module("fc1", torch::nn::Linear(dim, hidden))),
         fc2(register_module("fc2", torch::nn::Linear(hidden, dim))),
         drop(register_module("drop", torch::nn::Dropout(p))) {}
-  torch::Tensor forward(const torch::Tensor& x) {
-    return x + fc2(drop(torch::gelu(fc1(x))));
-  }
+  torch::Tensor forward(const torch::Tensor& x) { return x + fc2(drop(torch::gelu(fc1(x)))); }
   torch::nn::Linear fc1, fc2;
   torch::nn::Dropout drop;
 };
@@ -129,7 +127,8 @@ TEST(CheckpointBlockTest, TransformerStackMatchesBitwise) {
       }
       return (h * Weights(h)).sum();
     };
-    CompareRuns(stack, {x}, [&] { return run(false); }, [&] { return run(true); });
+    CompareRuns(
+        stack, {x}, [&] { return run(false); }, [&] { return run(true); });
   }
 }
 
@@ -159,8 +158,13 @@ TEST(CheckpointBlockTest, MixedInputsAndOutputs) {
   };
   Block fn = [&](const std::vector<torch::Tensor>& in) { return block.forward(in); };
   CompareRuns(
-      block, {ids, x}, [&] { return loss(fn({ids, x})); },
-      [&] { return loss(CheckpointBlock(fn, {ids, x})); });
+      block, {ids, x},
+      [&] {
+        return loss(fn({ids, x}));
+      },
+      [&] {
+        return loss(CheckpointBlock(fn, {ids, x}));
+      });
 }
 
 TEST(CheckpointBlockTest, ProfileCountsRecomputations) {
@@ -195,8 +199,7 @@ TEST(CheckpointBlockTest, BlockErrorSurfacesFromBackwardAndRestoresRng) {
     loss.backward();
     ADD_FAILURE() << "backward did not throw";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("block failed on purpose"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("block failed on purpose"), std::string::npos) << e.what();
   }
   EXPECT_EQ(torch::rand({1}).item<float>(), want);
 }
@@ -207,7 +210,10 @@ TEST(CheckpointBlockTest, InPlaceChangeOfSavedInputIsReported) {
   torch::Tensor x = torch::randn({2, 8}).requires_grad_(true);
   torch::Tensor h = x * 2;
   torch::Tensor loss = CheckpointBlock(fn, h).sum();
-  { torch::NoGradGuard no_grad; h.add_(1); }
+  {
+    torch::NoGradGuard no_grad;
+    h.add_(1);
+  }
   EXPECT_THROW(loss.backward(), c10::Error);
 }
 

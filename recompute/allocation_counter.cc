@@ -45,7 +45,8 @@ void Release(void* data) {
     auto it = Table().find(data);
     if (it == Table().end()) {
       c10::DeleterFnPtr fallback = fallback_deleter.load();
-      TORCH_CHECK(fallback != nullptr, "AllocationCounter: cannot free an address it never "
+      TORCH_CHECK(fallback != nullptr,
+                  "AllocationCounter: cannot free an address it never "
                   "allocated: the wrapped allocator has no raw deleter");
       fallback(data);
       return;

@@ -47,7 +47,8 @@ std::string ResultPath(const std::string& dir, int rank) {
 
 // Child side: run fn, write "<code> <seconds>\n<payload or message>", leave without gtest teardown.
 [[noreturn]] void RunChild(int rank, const std::string& dir, const RankFn& fn) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed test (e.g. by Bazel's timeout) takes its ranks along
+  prctl(PR_SET_PDEATHSIG,
+        SIGKILL);  // a killed test (e.g. by Bazel's timeout) takes its ranks along
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::string> result = fn(rank);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
@@ -116,8 +117,7 @@ RankOutcome ReadOutcome(int rank, const std::string& dir, int wait_status) {
 
 }  // namespace
 
-std::vector<RankOutcome> SpawnRanks(int world_size, const RankFn& fn,
-                                    const SpawnOptions& options) {
+std::vector<RankOutcome> SpawnRanks(int world_size, const RankFn& fn, const SpawnOptions& options) {
   if (const char* r = std::getenv(kRankVar)) {
     int rank = 0;
     if (absl::SimpleAtoi(r, &rank)) RunChild(rank, std::getenv(kDirVar), fn);
@@ -170,7 +170,8 @@ std::vector<RankOutcome> SpawnRanks(int world_size, const RankFn& fn,
         kill(pids[rank], SIGKILL);
         waitpid(pids[rank], nullptr, 0);
         outcomes[rank] = RankOutcome{rank, absl::DeadlineExceededError(absl::StrCat(
-            "rank ", rank, " still running after ", options.deadline.count(), " ms; killed"))};
+                                               "rank ", rank, " still running after ",
+                                               options.deadline.count(), " ms; killed"))};
         finished[rank] = true;
       }
       break;

@@ -21,9 +21,9 @@ namespace zerotrain::testing {
 
 struct RankOutcome {
   int rank = 0;
-  absl::Status status;   // fn's error, or how the process ended if it wrote no result
-  std::string payload;   // fn's returned value when OK
-  double seconds = 0;    // wall time of fn in that process (0 if it wrote no result)
+  absl::Status status;  // fn's error, or how the process ended if it wrote no result
+  std::string payload;  // fn's returned value when OK
+  double seconds = 0;   // wall time of fn in that process (0 if it wrote no result)
 };
 
 struct SpawnOptions {

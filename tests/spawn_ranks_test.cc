@@ -32,12 +32,15 @@ TEST(SpawnRanks, EachRankRunsInItsOwnProcessWithRendezvousEnv) {
 TEST(SpawnRanks, ReportsErrorsCrashesAndHangsPerRank) {
   SpawnOptions options;
   options.deadline = std::chrono::seconds(10);
-  auto outcomes = SpawnRanks(4, [](int rank) -> absl::StatusOr<std::string> {
-    if (rank == 1) return absl::NotFoundError("no such thing");
-    if (rank == 2) raise(SIGKILL);
-    if (rank == 3) std::this_thread::sleep_for(std::chrono::seconds(60));
-    return std::string("fine");
-  }, options);
+  auto outcomes = SpawnRanks(
+      4,
+      [](int rank) -> absl::StatusOr<std::string> {
+        if (rank == 1) return absl::NotFoundError("no such thing");
+        if (rank == 2) raise(SIGKILL);
+        if (rank == 3) std::this_thread::sleep_for(std::chrono::seconds(60));
+        return std::string("fine");
+      },
+      options);
   EXPECT_TRUE(outcomes[0].status.ok());
   EXPECT_EQ(outcomes[0].payload, "fine");
   EXPECT_EQ(outcomes[1].status.code(), absl::StatusCode::kNotFound);

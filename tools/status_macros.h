@@ -10,10 +10,10 @@
 #define ZT_STATUS_CONCAT(a, b) ZT_STATUS_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define ZT_RETURN_IF_ERROR(expr)                  \
-  do {                                            \
-    ::absl::Status zt_status_ = (expr);           \
-    if (!zt_status_.ok()) return zt_status_;      \
+#define ZT_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status zt_status_ = (expr);      \
+    if (!zt_status_.ok()) return zt_status_; \
   } while (0)
 
 // `lhs` = the value of `rexpr` (an absl::StatusOr<T>), or returns its error.

@@ -56,7 +56,8 @@ absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const Trainer
   const GptOptions& m = config.model;
   in.total_params = GptParameterCount(m);
   // The biggest single module: the (tied) token embedding or an MLP's 4x expansion.
-  in.largest_layer_params = std::max(m.vocab_size * m.n_embd, 4 * m.n_embd * m.n_embd + 4 * m.n_embd);
+  in.largest_layer_params =
+      std::max(m.vocab_size * m.n_embd, 4 * m.n_embd * m.n_embd + 4 * m.n_embd);
   if (!flags.params.empty()) {
     ZT_ASSIGN_OR_RETURN(in.total_params, advisor::ParseCount("params", flags.params));
     in.largest_layer_params = in.total_params / 10;
@@ -65,7 +66,7 @@ absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const Trainer
     ZT_ASSIGN_OR_RETURN(in.largest_layer_params,
                         advisor::ParseCount("largest_layer_params", flags.largest_layer_params));
   }
-  in.gpus_per_node = flags.gpus_per_node > 0     ? flags.gpus_per_node
+  in.gpus_per_node = flags.gpus_per_node > 0    ? flags.gpus_per_node
                      : flags.nproc_per_node > 0 ? flags.nproc_per_node
                                                 : kDefaultRanks;
   in.nodes = flags.nnodes;
@@ -114,7 +115,8 @@ int Main(int argc, char** argv) {
   auto proto = LoadConfigProto({flags->config, flags->ds_config}, &warnings);
   if (!proto.ok()) {
     std::string message(proto.status().message());
-    if (absl::EndsWith(flags->config, ".json")) message += " (a DeepSpeed JSON file goes to --ds_config)";
+    if (absl::EndsWith(flags->config, ".json"))
+      message += " (a DeepSpeed JSON file goes to --ds_config)";
     return Fail(kBadInput, message);
   }
   auto world = WorldSize(*flags);
@@ -124,7 +126,8 @@ int Main(int argc, char** argv) {
   // Once per job: by the launcher, or by rank 0 under another launcher.
   const char* rank = std::getenv("RANK");
   if (!comm::LaunchedByLauncher() && (rank == nullptr || std::string(rank) == "0")) {
-    for (const std::string& w : warnings) std::fprintf(stderr, "zerotrain: warning: %s\n", w.c_str());
+    for (const std::string& w : warnings)
+      std::fprintf(stderr, "zerotrain: warning: %s\n", w.c_str());
   }
   if (flags->print_config) {
     std::printf("%s", PrintConfig(config->effective).c_str());

@@ -23,11 +23,11 @@ struct MainFlags {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   // Advisor inputs (--estimate_memory); 0 = take them from the config's model.
-  std::string params;                // counts like 1.3B or 125M
+  std::string params;  // counts like 1.3B or 125M
   std::string largest_layer_params;
-  int gpus_per_node = 0;              // 0 = nproc_per_node (default 2)
+  int gpus_per_node = 0;  // 0 = nproc_per_node (default 2)
   double device_memory_gib = 80;
-  double host_memory_gib = 0;         // 0 = not checked
+  double host_memory_gib = 0;  // 0 = not checked
   // The flags each rank is started with: the config flags, never the launcher's.
   std::vector<std::string> rank_args;
 };

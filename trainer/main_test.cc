@@ -134,13 +134,14 @@ TEST(MainTest, SharedMemoryBackendTrainsLikeGloo) {
   std::vector<std::vector<double>> losses;
   for (const std::string backend : {"gloo", "shm"}) {
     const std::string dir = Dir("backend_" + backend);
-    const Result r = RunMain(
-        {"--config=" + WriteConfig(dir, dir + "/out", 10,
-                                   {{"print", "steps_per_print: 1"},
-                                    {"run", "run { steps: 10 seed: 1 output_dir: \"" + dir +
-                                                "/out\" eval_interval: 0 eval_iters: 2 "
-                                                "sample_tokens: 0 dist_backend: \"" + backend + "\" }"}})},
-        dir);
+    const Result r =
+        RunMain({"--config=" + WriteConfig(dir, dir + "/out", 10,
+                                           {{"print", "steps_per_print: 1"},
+                                            {"run", "run { steps: 10 seed: 1 output_dir: \"" + dir +
+                                                        "/out\" eval_interval: 0 eval_iters: 2 "
+                                                        "sample_tokens: 0 dist_backend: \"" +
+                                                        backend + "\" }"}})},
+                dir);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     losses.push_back(StepLosses(r.out));
     ASSERT_EQ(losses.back().size(), 10u) << r.out;
@@ -162,20 +163,20 @@ std::vector<pid_t> Children(pid_t parent) {
 TEST(MainTest, KilledRankStopsTheJobWithinSeconds) {
   const std::string dir = Dir("kill");
   double killed_at = 0;
-  const Result r = RunMain({"--config=" + WriteConfig(dir, dir + "/out", 100000)}, dir,
-                           [&](pid_t launcher) {
-                             // Wait until training runs (the first progress line), then kill
-                             // rank 1.
-                             for (int i = 0; i < 600 && StepLosses(Read(dir + "/stdout")).empty();
-                                  ++i) {
-                               std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                             }
-                             const std::vector<pid_t> ranks = Children(launcher);
-                             ASSERT_EQ(ranks.size(), 2u);
-                             kill(ranks[1], SIGKILL);
-                             killed_at = std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now().time_since_epoch()).count();
-                           });
+  const Result r =
+      RunMain({"--config=" + WriteConfig(dir, dir + "/out", 100000)}, dir, [&](pid_t launcher) {
+        // Wait until training runs (the first progress line), then kill
+        // rank 1.
+        for (int i = 0; i < 600 && StepLosses(Read(dir + "/stdout")).empty(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        const std::vector<pid_t> ranks = Children(launcher);
+        ASSERT_EQ(ranks.size(), 2u);
+        kill(ranks[1], SIGKILL);
+        killed_at =
+            std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                .count();
+      });
   const double now =
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -202,9 +203,9 @@ std::vector<float> FinalMaster(const std::string& dir) {
 
 // 12 steps straight, and 6 steps + a checkpoint + a new job (on 3 ranks instead of 2, and at
 // ZeRO stage 3 instead of 2, so the shards are re-sliced and the GPT's parameters are gathered
-// on use, with the optimizer state on NVMe) resuming for 6 more, end with the same fp32 master weights: the sampler position, lr
-// schedule, optimizer state and step counters all came back. Equal within fp32 rounding, not
-// bitwise: 3 ranks sum the gradient in another order.
+// on use, with the optimizer state on NVMe) resuming for 6 more, end with the same fp32 master
+// weights: the sampler position, lr schedule, optimizer state and step counters all came back.
+// Equal within fp32 rounding, not bitwise: 3 ranks sum the gradient in another order.
 TEST(MainTest, ResumedRunContinuesWhereItStopped) {
   const std::string dir = Dir("resume");
   const std::map<std::string, std::string> fp32 = {
@@ -221,30 +222,34 @@ TEST(MainTest, ResumedRunContinuesWhereItStopped) {
   stage3["zero"] =
       "zero_optimization { stage: 3 reduce_bucket_size: 20000 "
       "stage3_param_persistence_threshold: 200 "  // the LayerNorms (128) stay whole
-      "sub_group_size: 5000 offload_optimizer { device: \"nvme\" nvme_path: \"" + dir +
-      "/nvme\" buffer_count: 2 } }";
-  const Result straight = RunMain(
-      {"--config=" + WriteConfig(dir, "", 0, with_run(fp32, "run { steps: 12 save_interval: 12 "
-                                                              "output_dir: \"" + dir + "/a\"" +
-                                                              common + " }"))},
-      dir);
+      "sub_group_size: 5000 offload_optimizer { device: \"nvme\" nvme_path: \"" +
+      dir + "/nvme\" buffer_count: 2 } }";
+  const Result straight =
+      RunMain({"--config=" + WriteConfig(dir, "", 0,
+                                         with_run(fp32,
+                                                  "run { steps: 12 save_interval: 12 "
+                                                  "output_dir: \"" +
+                                                      dir + "/a\"" + common + " }"))},
+              dir);
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
-  const Result first = RunMain(
-      {"--config=" + WriteConfig(dir, "", 0, with_run(fp32, "run { steps: 6 save_interval: 6 "
-                                                              "output_dir: \"" + dir + "/b\"" +
-                                                              common + " }"))},
-      dir);
+  const Result first =
+      RunMain({"--config=" + WriteConfig(dir, "", 0,
+                                         with_run(fp32,
+                                                  "run { steps: 6 save_interval: 6 "
+                                                  "output_dir: \"" +
+                                                      dir + "/b\"" + common + " }"))},
+              dir);
   ASSERT_EQ(first.exit_code, 0) << first.err;
-  const Result resumed = RunMain(
-      {"--nproc_per_node=3",
-       "--config=" + WriteConfig(dir, "", 0,
-                                 with_run(stage3, "run { steps: 12 save_interval: 12 output_dir: \"" +
-                                                      dir + "/b\" resume_from: \"" + dir +
-                                                      "/b/checkpoints\"" + common + " }"))},
-      dir);
+  const Result resumed =
+      RunMain({"--nproc_per_node=3",
+               "--config=" +
+                   WriteConfig(dir, "", 0,
+                               with_run(stage3, "run { steps: 12 save_interval: 12 output_dir: \"" +
+                                                    dir + "/b\" resume_from: \"" + dir +
+                                                    "/b/checkpoints\"" + common + " }"))},
+              dir);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_NE(resumed.out.find("resumed from " + dir + "/b/checkpoints at step 6"),
-            std::string::npos)
+  EXPECT_NE(resumed.out.find("resumed from " + dir + "/b/checkpoints at step 6"), std::string::npos)
       << resumed.out;
   EXPECT_NE(resumed.out.find("step 12/12"), std::string::npos) << resumed.out;
   const std::vector<float> want = FinalMaster(dir + "/a/checkpoints");
@@ -279,16 +284,19 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
       {"malformed", {{"zero", "zero_optimization { stage: }"}}, {}, "run.pbtxt"},
       {"unknown_key", {{"typo", "steps_per_prnt: 3"}}, {}, "steps_per_prnt"},
       {"unknown_model", {{"model", "model { name: \"llama\" }"}}, {}, "llama"},
-      {"unknown_optimizer", {{"optimizer", "optimizer { type: \"Adafactor\" }"}}, {},
-       "Adafactor"},
+      {"unknown_optimizer", {{"optimizer", "optimizer { type: \"Adafactor\" }"}}, {}, "Adafactor"},
       {"missing_data",
-       {{"data", "data { source: \"text\" path: \"/nonexistent/corpus.txt\" }"}}, {},
+       {{"data", "data { source: \"text\" path: \"/nonexistent/corpus.txt\" }"}},
+       {},
        "/nonexistent/corpus.txt"},
       {"batch_triple", {{"train", "train_batch_size: 7"}}, {}, "train_batch_size=7"},
-      {"negative_lr", {{"optimizer", "optimizer { type: \"AdamW\" params { lr: -0.1 } }"}}, {},
+      {"negative_lr",
+       {{"optimizer", "optimizer { type: \"AdamW\" params { lr: -0.1 } }"}},
+       {},
        "-0.1"},
       {"unwritable_output",
-       {{"run", "run { steps: 3 output_dir: \"" + root + "/a_file/out\" }"}}, {},
+       {{"run", "run { steps: 3 output_dir: \"" + root + "/a_file/out\" }"}},
+       {},
        root + "/a_file/out"},
       {"missing_config_file", {}, {"--config=/nonexistent/run.pbtxt"}, "/nonexistent/run.pbtxt"},
       {"missing_checkpoint",

@@ -38,13 +38,13 @@
 #include "absl/strings/str_split.h"
 #include "comm/comm.h"
 #include "comm/launcher.h"
+#include "engine/engine.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
 #include "offload/swap_file.h"
 #include "offload/swap_space.h"
 #include "partition/sharded_init.h"
 #include "tools/status_macros.h"
-#include "engine/engine.h"
 #include "trainer/memory_cgroup.h"
 #include "trainer/model/gpt.h"
 
@@ -64,9 +64,9 @@ struct Flags {  // --stage, --offload, --role: what the driver tells a rank
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
   std::map<std::string, int64_t*> ints = {
-      {"world", &f.world}, {"steps", &f.steps}, {"layers", &f.layers}, {"embd", &f.embd},
-      {"sub_group", &f.sub_group}, {"io_mib", &f.io_mib}, {"cap_mib", &f.cap_mib},
-      {"max_layers", &f.max_layers}, {"stage", &f.stage}};
+      {"world", &f.world},     {"steps", &f.steps},           {"layers", &f.layers},
+      {"embd", &f.embd},       {"sub_group", &f.sub_group},   {"io_mib", &f.io_mib},
+      {"cap_mib", &f.cap_mib}, {"max_layers", &f.max_layers}, {"stage", &f.stage}};
   std::map<std::string, std::string*> strings = {
       {"nvme_dir", &f.nvme_dir}, {"only", &f.only}, {"offload", &f.offload}, {"role", &f.role}};
   std::vector<std::string> unknown;
@@ -80,9 +80,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (kv.size() != 2 || !(ints.count(key) || strings.count(key))) unknown.push_back(argv[i]);
   }
   if (!unknown.empty())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown flags: ", absl::StrJoin(unknown, " "), " (flags: --world --steps --layers --embd "
-        "--sub_group --nvme_dir --io_mib --cap_mib --max_layers --only=1,2,3)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown flags: ", absl::StrJoin(unknown, " "),
+                     " (flags: --world --steps --layers --embd "
+                     "--sub_group --nvme_dir --io_mib --cap_mib --max_layers --only=1,2,3)"));
   for (absl::string_view t : absl::StrSplit(f.only, ','))
     if (t != "1" && t != "2" && t != "3")
       return absl::InvalidArgumentError(absl::StrCat("--only=", f.only, ": tables are 1, 2, 3"));
@@ -133,7 +134,8 @@ absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
   GptOptions g = Model(f.layers, f.embd);
   absl::Status partitioned;
   if (o.stage == 3) {  // partitioned while it is built, as training_run.cc does: never whole
-    r.init = std::make_unique<partition::ShardedInit>(group, engine::Stage3BucketNumel(o), o.stage3);
+    r.init =
+        std::make_unique<partition::ShardedInit>(group, engine::Stage3BucketNumel(o), o.stage3);
     g.after_submodule = [&](torch::nn::Module& m) {
       if (partitioned.ok()) partitioned = r.init->Partition(m);
     };
@@ -200,9 +202,13 @@ absl::Status Launch(const Flags& f, const std::string& role, int stage, const st
   comm::LaunchOptions lo;
   lo.nproc_per_node = static_cast<int>(f.world);
   lo.master_port = ntohs(a.sin_port) != 0 ? ntohs(a.sin_port) : 29760;
-  lo.args = {"--role=" + role, absl::StrCat("--stage=", stage), "--offload=" + offload,
-             absl::StrCat("--layers=", layers), absl::StrCat("--embd=", embd),
-             absl::StrCat("--steps=", f.steps), absl::StrCat("--sub_group=", f.sub_group),
+  lo.args = {"--role=" + role,
+             absl::StrCat("--stage=", stage),
+             "--offload=" + offload,
+             absl::StrCat("--layers=", layers),
+             absl::StrCat("--embd=", embd),
+             absl::StrCat("--steps=", f.steps),
+             absl::StrCat("--sub_group=", f.sub_group),
              "--nvme_dir=" + dir};
   return comm::LaunchRanks(lo);
 }
@@ -215,13 +221,14 @@ std::string OneLine(const absl::Status& s) {  // short, and safe in a markdown c
 }
 
 absl::Status Table1(const Flags& f, const std::string& dir) {
-  std::printf("## 1. Step time: GPT n_layer %lld, n_embd %lld, 8 heads, block %lld, vocab 256 "
-              "(%lld parameters), fp32 AdamW, %lld ranks, micro batch %lld, sub_group %lld, "
-              "buffer_count 4; median of %lld steps after 2 warm-up; MiB per rank (rank 0's; RSS: "
-              "max over ranks)\n\n| stage | offload | step ms | peak RSS MiB | model state MiB | "
-              "offloaded host MiB | offloaded nvme MiB |\n|---|---|---|---|---|---|---|\n",
-              (ll)f.layers, (ll)f.embd, (ll)kSeq, (ll)GptParameterCount(Model(f.layers, f.embd)),
-              (ll)f.world, (ll)kMicro, (ll)f.sub_group, (ll)f.steps);
+  std::printf(
+      "## 1. Step time: GPT n_layer %lld, n_embd %lld, 8 heads, block %lld, vocab 256 "
+      "(%lld parameters), fp32 AdamW, %lld ranks, micro batch %lld, sub_group %lld, "
+      "buffer_count 4; median of %lld steps after 2 warm-up; MiB per rank (rank 0's; RSS: "
+      "max over ranks)\n\n| stage | offload | step ms | peak RSS MiB | model state MiB | "
+      "offloaded host MiB | offloaded nvme MiB |\n|---|---|---|---|---|---|---|\n",
+      (ll)f.layers, (ll)f.embd, (ll)kSeq, (ll)GptParameterCount(Model(f.layers, f.embd)),
+      (ll)f.world, (ll)kMicro, (ll)f.sub_group, (ll)f.steps);
   std::fflush(stdout);
   absl::Status first;
   for (int stage : {2, 3}) {
@@ -255,8 +262,8 @@ absl::StatusOr<Rate> DiskRate(const std::string& dir, int64_t mib, bool* direct)
   auto pass = [&](bool write) -> absl::StatusOr<double> {
     const double start = Now();
     for (int64_t i = 0; i < mib; ++i) {
-      const ssize_t n = write ? pwrite(fd, buf.get(), kMiB, i * kMiB)
-                              : pread(fd, buf.get(), kMiB, i * kMiB);
+      const ssize_t n =
+          write ? pwrite(fd, buf.get(), kMiB, i * kMiB) : pread(fd, buf.get(), kMiB, i * kMiB);
       if (n != kMiB)
         return absl::InternalError(absl::StrCat(write ? "pwrite " : "pread ", path, " at MiB ", i,
                                                 ": ", std::strerror(errno)));
@@ -298,8 +305,8 @@ absl::StatusOr<Rate> SwapRate(const std::string& dir, int64_t mib, int64_t sub_g
   Rate rate;
   for (double* out : {&rate.write, &rate.read}) {
     const double start = Now();
-    ZT_RETURN_IF_ERROR(store->VisitAll(out == &rate.write ? offload::Access::kWrite
-                                                          : offload::Access::kRead, noop));
+    ZT_RETURN_IF_ERROR(store->VisitAll(
+        out == &rate.write ? offload::Access::kWrite : offload::Access::kRead, noop));
     *out = so.numel * 12.0 / kMiB / (Now() - start);
   }
   *mode = offload::IoModeName(swap->mode());
@@ -318,17 +325,19 @@ absl::Status Table2(const Flags& f, const std::string& dir) {
     disk.push_back(d);
     swap.push_back(w);
   }
-  std::printf("\n## 2. NVMe throughput: %lld MiB in %s; disk: one stream of 1 MiB transfers, %s; "
-              "swap: SubGroupStore (3 arrays, sub_group %lld, buffer_count 4, default aio), %s; "
-              "3 rounds; target ratio >= 0.70\n\n| round | disk write MiB/s | disk read MiB/s | "
-              "swap write MiB/s (ratio) | swap read MiB/s (ratio) |\n|---|---|---|---|---|\n",
-              (ll)f.io_mib, dir.c_str(),
-              direct ? "O_DIRECT" : "buffered (O_DIRECT refused; cache dropped before the read)",
-              (ll)f.sub_group, mode.c_str());
+  std::printf(
+      "\n## 2. NVMe throughput: %lld MiB in %s; disk: one stream of 1 MiB transfers, %s; "
+      "swap: SubGroupStore (3 arrays, sub_group %lld, buffer_count 4, default aio), %s; "
+      "3 rounds; target ratio >= 0.70\n\n| round | disk write MiB/s | disk read MiB/s | "
+      "swap write MiB/s (ratio) | swap read MiB/s (ratio) |\n|---|---|---|---|---|\n",
+      (ll)f.io_mib, dir.c_str(),
+      direct ? "O_DIRECT" : "buffered (O_DIRECT refused; cache dropped before the read)",
+      (ll)f.sub_group, mode.c_str());
   std::vector<double> columns[6];
   for (int r = 0; r < 3; ++r) {
-    const double row[6] = {disk[r].write, disk[r].read, swap[r].write,
-                           swap[r].write / disk[r].write, swap[r].read, swap[r].read / disk[r].read};
+    const double row[6] = {disk[r].write, disk[r].read,
+                           swap[r].write, swap[r].write / disk[r].write,
+                           swap[r].read,  swap[r].read / disk[r].read};
     for (int c = 0; c < 6; ++c) columns[c].push_back(row[c]);
     std::printf("| %d | %.0f | %.0f | %.0f (%.2f) | %.0f (%.2f) |\n", r + 1, row[0], row[1], row[2],
                 row[3], row[4], row[5]);
@@ -365,8 +374,8 @@ absl::StatusOr<Fit> Largest(const Flags& f, const MemoryCgroup& cap, int stage,
     }
     if (absl::IsCancelled(s) || absl::IsInvalidArgument(s)) return s;  // Ctrl-C; bad options
     // The rank the launcher names may be the one whose peer the OOM killer took.
-    const std::string how = absl::StrCat(cap.OomKills() > kills ? "OOM kill in the cgroup; " : "",
-                                         OneLine(s));
+    const std::string how =
+        absl::StrCat(cap.OomKills() > kills ? "OOM kill in the cgroup; " : "", OneLine(s));
     std::fprintf(stderr, "  stage %d, offload %s, n_layer %lld: %s\n", stage, offload.c_str(),
                  (ll)layers, s.ok() ? "trained" : how.c_str());
     if (s.ok()) fit.largest = std::max(fit.largest, layers);
@@ -392,14 +401,16 @@ absl::Status Table3(const Flags& f, const std::string& dir) {
                 OneLine(cap.status()).c_str());
     return absl::OkStatus();
   }
-  std::printf("\n## 3. Largest GPT (n_embd %lld, 8 heads, block %lld, vocab 256; fp32 AdamW, "
-              "%lld ranks, micro batch %lld) that runs Engine::Create + 2 steps with all ranks "
-              "capped at %lld MiB together (%s)\n\n| config | largest n_layer | parameters | "
-              "first failing n_layer | how it failed |\n|---|---|---|---|---|\n",
-              (ll)kFitEmbd, (ll)kSeq, (ll)f.world, (ll)kMicro, (ll)f.cap_mib, (*cap)->description().c_str());
+  std::printf(
+      "\n## 3. Largest GPT (n_embd %lld, 8 heads, block %lld, vocab 256; fp32 AdamW, "
+      "%lld ranks, micro batch %lld) that runs Engine::Create + 2 steps with all ranks "
+      "capped at %lld MiB together (%s)\n\n| config | largest n_layer | parameters | "
+      "first failing n_layer | how it failed |\n|---|---|---|---|---|\n",
+      (ll)kFitEmbd, (ll)kSeq, (ll)f.world, (ll)kMicro, (ll)f.cap_mib,
+      (*cap)->description().c_str());
   std::fflush(stdout);
-  for (auto [stage, offload] : {std::pair<int, std::string>{2, "none"}, {3, "none"}, {3, "cpu"},
-                                {3, "nvme"}}) {
+  for (auto [stage, offload] :
+       {std::pair<int, std::string>{2, "none"}, {3, "none"}, {3, "cpu"}, {3, "nvme"}}) {
     ZT_ASSIGN_OR_RETURN(Fit fit, Largest(f, **cap, stage, offload, dir));
     std::printf("| stage %d%s | %lld | %lld | %s | %s |\n", stage,
                 offload == "none" ? "" : (", offload " + offload).c_str(), (ll)fit.largest,
@@ -414,14 +425,16 @@ absl::Status Table3(const Flags& f, const std::string& dir) {
 
 absl::Status Drive(const Flags& f) {
   if (absl::Status s = ValidateGptOptions(Model(f.layers, f.embd)); !s.ok())
-    return absl::InvalidArgumentError(absl::StrCat("--layers=", f.layers, " --embd=", f.embd,
-                                                   " (8 heads): ", s.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--layers=", f.layers, " --embd=", f.embd, " (8 heads): ", s.message()));
   const char* tmp = std::getenv("TMPDIR");
-  std::string dir = absl::StrCat(!f.nvme_dir.empty() ? f.nvme_dir : tmp != nullptr ? tmp : "/tmp",
+  std::string dir = absl::StrCat(!f.nvme_dir.empty() ? f.nvme_dir
+                                 : tmp != nullptr    ? tmp
+                                                     : "/tmp",
                                  "/zt_offload_bench_XXXXXX");
   if (mkdtemp(dir.data()) == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat("--nvme_dir: cannot create ", dir, ": ",
-                                                   std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nvme_dir: cannot create ", dir, ": ", std::strerror(errno)));
   absl::Status result;
   if (absl::StrContains(f.only, "1")) result.Update(Table1(f, dir));
   if (absl::StrContains(f.only, "2")) result.Update(Table2(f, dir));
@@ -452,8 +465,8 @@ int main(int argc, char** argv) {
     s = absl::InternalError(e.what());
   }
   if (s.ok()) return 0;
-  const std::string message = absl::StrCat(rank != nullptr ? absl::StrCat("rank ", rank, ": ") : "",
-                                           s.message());
+  const std::string message =
+      absl::StrCat(rank != nullptr ? absl::StrCat("rank ", rank, ": ") : "", s.message());
   if (rank != nullptr) comm::ReportRankError(message);
   std::fprintf(stderr, "offload_bench: %s\n", message.c_str());
   return 1;

@@ -39,7 +39,8 @@ absl::Status CheckResume(const RunOptions& run) {
   const std::string where = absl::StrCat("run.resume_from = \"", run.resume_from, "\": ");
   // Opening checks the manifest and that every shard file is there with its recorded size.
   auto reader = checkpoint::CheckpointReader::Open(run.resume_from);
-  if (!reader.ok()) return absl::InvalidArgumentError(where + std::string(reader.status().message()));
+  if (!reader.ok())
+    return absl::InvalidArgumentError(where + std::string(reader.status().message()));
   const auto& client = (*reader)->manifest().client_state();
   int64_t step = 0;
   const auto it = client.find("trainer_step");
@@ -47,9 +48,9 @@ absl::Status CheckResume(const RunOptions& run) {
     return absl::InvalidArgumentError(where + "the checkpoint was not written by //trainer:main");
   }
   if (step >= run.steps) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "the checkpoint is at step ", step, " and run.steps = ", run.steps,
-        ": nothing left to train (raise run.steps)"));
+    return absl::InvalidArgumentError(absl::StrCat(where, "the checkpoint is at step ", step,
+                                                   " and run.steps = ", run.steps,
+                                                   ": nothing left to train (raise run.steps)"));
   }
   return absl::OkStatus();
 }
@@ -62,12 +63,12 @@ absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& f
   // The nearest existing ancestor decides: the run would create everything below it.
   while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
   if (!fs::is_directory(p, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " = \"", dir, "\": ", p.string(),
-                                                   " is not a directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " = \"", dir, "\": ", p.string(), " is not a directory"));
   }
   if (access(p.c_str(), W_OK | X_OK) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " = \"", dir, "\": ", p.string(),
-                                                   " is not writable"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " = \"", dir, "\": ", p.string(), " is not writable"));
   }
   return absl::OkStatus();
 }

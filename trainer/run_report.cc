@@ -20,8 +20,7 @@ namespace zerotrain::trainer {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -36,13 +35,12 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
   std::unique_ptr<RunReport> r(new RunReport(config, group, engine));
   if (group->rank() != 0) return r;
   namespace n = metrics::names;
-  ZT_ASSIGN_OR_RETURN(
-      r->sink_, metrics::MetricsSink::Create(
-                    config.metrics, {n::kLoss, n::kLr, n::kLossScale, n::kSamplesPerSec,
-                                     n::kTokensPerSec, n::kMsPerStep, n::kForwardMs,
-                                     n::kBackwardMs, n::kCommMs, n::kStepMs, n::kRssMb,
-                                     n::kPeakRssMb, kEvalLoss},
-                    /*append=*/!config.run.resume_from.empty()));
+  ZT_ASSIGN_OR_RETURN(r->sink_, metrics::MetricsSink::Create(
+                                    config.metrics,
+                                    {n::kLoss, n::kLr, n::kLossScale, n::kSamplesPerSec,
+                                     n::kTokensPerSec, n::kMsPerStep, n::kForwardMs, n::kBackwardMs,
+                                     n::kCommMs, n::kStepMs, n::kRssMb, n::kPeakRssMb, kEvalLoss},
+                                    /*append=*/!config.run.resume_from.empty()));
   const engine::BatchSizes& b = engine.batch();
   const GptOptions& m = config.model;
   std::printf(
@@ -67,8 +65,9 @@ void RunReport::Start() { start_ = Now(); }
 
 absl::StatusOr<std::pair<double, double>> RunReport::MaxRss() {
   ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
-  at::Tensor v = at::tensor({static_cast<double>(usage.rss_bytes),
-                             static_cast<double>(usage.peak_rss_bytes)}, at::kDouble);
+  at::Tensor v =
+      at::tensor({static_cast<double>(usage.rss_bytes), static_cast<double>(usage.peak_rss_bytes)},
+                 at::kDouble);
   ZT_RETURN_IF_ERROR(group_->AllReduce(v, comm::ReduceOp::kMax));
   return std::make_pair(v[0].item<double>(), v[1].item<double>());
 }
@@ -158,10 +157,10 @@ absl::Status RunReport::Saved(int64_t step, const std::string& tag_dir, double s
 
 absl::Status RunReport::Resumed(const std::string& dir, int64_t step) {
   if (group_->rank() != 0) return absl::OkStatus();
-  std::printf("zerotrain: resumed from %s at step %lld (optimizer step %lld, sampler position "
-              "restored)\n",
-              dir.c_str(), static_cast<long long>(step),
-              static_cast<long long>(engine_.optimizer_steps()));
+  std::printf(
+      "zerotrain: resumed from %s at step %lld (optimizer step %lld, sampler position "
+      "restored)\n",
+      dir.c_str(), static_cast<long long>(step), static_cast<long long>(engine_.optimizer_steps()));
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -201,9 +200,9 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
       "         %.2f samples/s (%.0f tokens/s) per rank, mean over all steps but the first | "
       "peak RSS %.0f MiB (largest rank) | model states %.1f MiB per rank\n",
       static_cast<long long>(steps), Now() - start_, first_loss_, last_loss_,
-      first_eval_loss_ < 0 ? "no eval split (data.eval_fraction = 0)"
-                           : absl::StrFormat("eval loss %.4f -> %.4f", first_eval_loss_,
-                                             last_eval_loss_).c_str(),
+      first_eval_loss_ < 0
+          ? "no eval split (data.eval_fraction = 0)"
+          : absl::StrFormat("eval loss %.4f -> %.4f", first_eval_loss_, last_eval_loss_).c_str(),
       per_rank, per_rank * config_.model.block_size, peak_rss_ / kMiB,
       engine_.model_state_bytes().total() / kMiB);
   if (!sink_->csv_path().empty()) std::printf("         csv: %s\n", sink_->csv_path().c_str());

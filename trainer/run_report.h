@@ -12,9 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
+#include "engine/engine.h"
 #include "trainer/config/config_validate.h"
 #include "trainer/data/token_dataset.h"
-#include "engine/engine.h"
 #include "trainer/metrics/metrics_sink.h"
 #include "trainer/model/gpt.h"
 
@@ -51,8 +51,8 @@ class RunReport {
   double start_ = 0;
   double window_seconds_ = 0;  // since the last progress line
   int64_t window_steps_ = 0;
-  int64_t steps_run_ = 0;      // by this process (a resumed run counts from its resume point)
-  double train_seconds_ = 0;   // all steps but the first (warm-up)
+  int64_t steps_run_ = 0;     // by this process (a resumed run counts from its resume point)
+  double train_seconds_ = 0;  // all steps but the first (warm-up)
   double first_loss_ = 0, last_loss_ = 0, last_eval_loss_ = 0, first_eval_loss_ = -1;
   std::string last_checkpoint_;  // "" = none saved
   double peak_rss_ = 0;

@@ -7,20 +7,19 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "partition/sharded_init.h"
 #include "tools/status_macros.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
-#include "engine/engine.h"
 #include "trainer/model/gpt.h"
-#include "partition/sharded_init.h"
 #include "trainer/run_report.h"
 
 namespace zerotrain::trainer {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // What a rank holds for the run; built once by Setup.
@@ -59,10 +58,10 @@ absl::Status Setup(Trainer& t) {
   ZT_ASSIGN_OR_RETURN(t.model, MakeGpt(model_options));
   ZT_RETURN_IF_ERROR(partitioned);
   ZT_ASSIGN_OR_RETURN(t.engine, engine::Engine::Create(*t.model, engine_options, t.group));
-  ZT_ASSIGN_OR_RETURN(auto sampler, DistributedSampler::Create(
-                                        t.data->NumTrainWindows(), t.group->world_size(),
-                                        t.group->rank(), t.engine->batch().micro_batch_size,
-                                        c.data.seed));
+  ZT_ASSIGN_OR_RETURN(
+      auto sampler,
+      DistributedSampler::Create(t.data->NumTrainWindows(), t.group->world_size(), t.group->rank(),
+                                 t.engine->batch().micro_batch_size, c.data.seed));
   t.sampler.emplace(std::move(sampler));
   ZT_ASSIGN_OR_RETURN(t.schedule, MakeLrSchedule(c.scheduler));
   ZT_ASSIGN_OR_RETURN(t.report, RunReport::Create(c, t.group, *t.engine, *t.data));
@@ -92,8 +91,8 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
       loss = GptLoss(t.model->forward(batch.x), batch.y);
       loss_sum += loss.item<double>();
     } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("forward on rank ", t.group->rank(), ": ",
-                                              e.what_without_backtrace()));
+      return absl::InternalError(
+          absl::StrCat("forward on rank ", t.group->rank(), ": ", e.what_without_backtrace()));
     }
     ZT_RETURN_IF_ERROR(t.engine->Backward(loss));
     ZT_RETURN_IF_ERROR(t.engine->Step());
@@ -116,8 +115,8 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
     }
     t.model->train();
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("eval on rank ", t.group->rank(), ": ",
-                                            e.what_without_backtrace()));
+    return absl::InternalError(
+        absl::StrCat("eval on rank ", t.group->rank(), ": ", e.what_without_backtrace()));
   }
   return GlobalMean(t.group, n > 0 ? sum / static_cast<double>(n) : 0.0);
 }
@@ -142,10 +141,10 @@ absl::Status Save(Trainer& t, int64_t step) {
   // Tagged by the trainer's step, which skipped fp16 steps advance too (as DeepSpeed's
   // global_steps), so two saves never meet on one tag.
   const std::string tag = absl::StrCat("global_step", step);
-  ZT_RETURN_IF_ERROR(t.engine->SaveCheckpoint(
-      CheckpointDir(t.config.run), tag,
-      {{kTrainerStep, std::to_string(step)},
-       {kSamplerPosition, std::to_string(t.sampler->position())}}));
+  ZT_RETURN_IF_ERROR(
+      t.engine->SaveCheckpoint(CheckpointDir(t.config.run), tag,
+                               {{kTrainerStep, std::to_string(step)},
+                                {kSamplerPosition, std::to_string(t.sampler->position())}}));
   return t.report->Saved(step, CheckpointDir(t.config.run) + "/" + tag, Now() - start);
 }
 

@@ -88,9 +88,9 @@ TEST(ConfigLoader, EffectiveConfigRoundTripsThroughValidation) {
 }
 
 TEST(ConfigLoader, EveryShippedConfigLoadsAndValidatesForTwoRanks) {
-  for (const char* name : {"default.pbtxt", "activation_checkpointing.pbtxt", "stage0.json",
-                           "stage1.json", "stage2.json", "fp16.json", "offload.json",
-                           "offload_nvme.json"}) {
+  for (const char* name :
+       {"default.pbtxt", "activation_checkpointing.pbtxt", "stage0.json", "stage1.json",
+        "stage2.json", "fp16.json", "offload.json", "offload_nvme.json"}) {
     SCOPED_TRACE(name);
     const std::string path = std::string(kConfigs) + name;
     const bool json = absl::string_view(name).find(".json") != absl::string_view::npos;

@@ -78,7 +78,8 @@ absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, engine::E
   return absl::OkStatus();
 }
 
-absl::Status SgdFromConfig(const OptimizerParams& p, engine::EngineOptions* e, OptimizerParams* eff) {
+absl::Status SgdFromConfig(const OptimizerParams& p, engine::EngineOptions* e,
+                           OptimizerParams* eff) {
   if (!(p.momentum() >= 0))
     return Invalid("optimizer.params.momentum", p.momentum(), "must be >= 0");
   if (p.nesterov() && (p.momentum() <= 0 || p.dampening() != 0)) {

@@ -157,10 +157,10 @@ absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& conf
     }
   }
   if (p.has_last_batch_iteration() && p.last_batch_iteration() != -1) {
-    return absl::UnimplementedError(
-        absl::StrCat("scheduler.params.last_batch_iteration = ", p.last_batch_iteration(),
-                     ": not supported; a resumed run (run.resume_from) continues the schedule from the "
-                     "checkpoint's step"));
+    return absl::UnimplementedError(absl::StrCat(
+        "scheduler.params.last_batch_iteration = ", p.last_batch_iteration(),
+        ": not supported; a resumed run (run.resume_from) continues the schedule from the "
+        "checkpoint's step"));
   }
   effective->set_type(out.type);
   SchedulerParams* e = effective->mutable_params();

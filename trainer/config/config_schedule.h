@@ -27,7 +27,6 @@ absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& conf
                                                      SchedulerConfig* effective);
 
 // nullptr for a constant lr (no scheduler section).
-absl::StatusOr<std::unique_ptr<optim::LrSchedule>> MakeLrSchedule(
-    const LrScheduleOptions& options);
+absl::StatusOr<std::unique_ptr<optim::LrSchedule>> MakeLrSchedule(const LrScheduleOptions& options);
 
 }  // namespace zerotrain::trainer

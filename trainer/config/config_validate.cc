@@ -253,10 +253,10 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   ZT_RETURN_IF_ERROR(RunFromConfig(config, &out.run));
   ZT_ASSIGN_OR_RETURN(
       out.scheduler,
-      ScheduleFromConfig(
-          config.scheduler(),
-          out.engine.optimizer == engine::OptimizerKind::kSgd ? out.engine.sgd.lr : out.engine.adam.lr,
-          out.run.steps, out.effective.mutable_scheduler()));
+      ScheduleFromConfig(config.scheduler(),
+                         out.engine.optimizer == engine::OptimizerKind::kSgd ? out.engine.sgd.lr
+                                                                             : out.engine.adam.lr,
+                         out.run.steps, out.effective.mutable_scheduler()));
   if (!config.has_scheduler()) out.effective.clear_scheduler();
   ZT_RETURN_IF_ERROR(ModelFromConfig(config, &out, warnings));
   ZT_RETURN_IF_ERROR(DataFromConfig(config, &out.data, &out.effective));

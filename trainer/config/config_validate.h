@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/engine_options.h"
 #include "recompute/activation_checkpoint.h"
 #include "trainer/config/config.pb.h"
 #include "trainer/config/config_schedule.h"
 #include "trainer/data/data_options.h"
-#include "engine/engine_options.h"
 #include "trainer/metrics/metrics_options.h"
 #include "trainer/model/gpt.h"
 

@@ -76,9 +76,9 @@ absl::Status CsvWriter::DeclareColumns(const std::vector<std::string>& names) {
   if (existing_header_.empty()) return WriteLine(header);
   if (existing_header_ != header) {
     columns_.clear();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "csv '", path_, "' has header '", existing_header_, "' but this run writes '", header,
-        "'; use another csv_output_path or job_name"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("csv '", path_, "' has header '", existing_header_, "' but this run writes '",
+                     header, "'; use another csv_output_path or job_name"));
   }
   return absl::OkStatus();
 }
@@ -107,9 +107,9 @@ absl::Status CsvWriter::Write(int64_t step, absl::Span<const Scalar> scalars, do
   if (used != values.size()) {
     for (const Scalar& s : scalars) {
       if (std::find(columns_.begin(), columns_.end(), s.name) == columns_.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("csv '", path_, "': metric '", s.name, "' at step ", step,
-                         " is not a column (the columns are fixed by DeclareColumns or the first row)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "csv '", path_, "': metric '", s.name, "' at step ", step,
+            " is not a column (the columns are fixed by DeclareColumns or the first row)"));
       }
     }
   }

@@ -19,9 +19,8 @@ class CsvWriter {
   // Creates `dir` if needed and opens <dir>/<file_name>: a new file for a run that starts from
   // step 0; with `append` (a resumed run) the rows go after the existing ones, and when the file
   // already has a header the columns must be the same.
-  static absl::StatusOr<std::unique_ptr<CsvWriter>> Open(const std::string& dir,
-                                                         const std::string& file_name = "metrics.csv",
-                                                         bool append = false);
+  static absl::StatusOr<std::unique_ptr<CsvWriter>> Open(
+      const std::string& dir, const std::string& file_name = "metrics.csv", bool append = false);
   ~CsvWriter();
   CsvWriter(const CsvWriter&) = delete;
   CsvWriter& operator=(const CsvWriter&) = delete;
@@ -30,9 +29,10 @@ class CsvWriter {
   // rows differ: a column may then be left empty in any row. Only before the first Write.
   absl::Status DeclareColumns(const std::vector<std::string>& names);
 
-  // One row. Unless DeclareColumns was called, the first call fixes the columns (in the order given) and writes the header; later
-  // rows may leave a column out (empty cell) but not bring a new name. Each row is flushed, so a
-  // crash loses at most the row being written. wall_time < 0 means now.
+  // One row. Unless DeclareColumns was called, the first call fixes the columns (in the order
+  // given) and writes the header; later rows may leave a column out (empty cell) but not bring a
+  // new name. Each row is flushed, so a crash loses at most the row being written. wall_time < 0
+  // means now.
   absl::Status Write(int64_t step, absl::Span<const Scalar> scalars, double wall_time = -1.0);
 
   const std::string& path() const { return path_; }

@@ -10,9 +10,9 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
-#include "trainer/metrics/masked_crc.h"
 #include "trainer/metrics/event_file_reader.h"
 #include "trainer/metrics/event_file_writer.h"
+#include "trainer/metrics/masked_crc.h"
 
 namespace zerotrain::metrics {
 namespace {

@@ -24,8 +24,7 @@ absl::Status ValidateMetricsOptions(const trainer::MetricsOptions& options) {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsSink>> MetricsSink::Create(
-    const trainer::MetricsOptions& options, const std::vector<std::string>& columns,
-    bool append) {
+    const trainer::MetricsOptions& options, const std::vector<std::string>& columns, bool append) {
   ZT_RETURN_IF_ERROR(ValidateMetricsOptions(options));
   std::unique_ptr<MetricsSink> sink(new MetricsSink());
   if (options.csv) {

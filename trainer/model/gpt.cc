@@ -199,7 +199,7 @@ at::Tensor Gpt::forward(const at::Tensor& tokens) {
     if (k > 0 && is_training() && static_cast<int64_t>(i) % k == 0 &&
         torch::GradMode::is_enabled()) {
       x = recompute::CheckpointBlock([&block](const at::Tensor& in) { return block.forward(in); },
-                                      x, ckpt);
+                                     x, ckpt);
     } else {
       x = block.forward(x);
     }

@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "comm/comm.h"
+#include "engine/engine.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
-#include "engine/engine.h"
 #include "trainer/model/gpt.h"
 
 namespace zerotrain::trainer {

@@ -26,7 +26,7 @@ int main() {
   }
   const float want = (info->world_size - 1) / 2.0f;
   const bool ok = at::allclose(t, at::full({1000}, want));
-  std::printf("average: rank %d of %d got %.3f, expected %.3f: %s\n", info->rank,
-              info->world_size, t[0].item<float>(), want, ok ? "ok" : "WRONG");
+  std::printf("average: rank %d of %d got %.3f, expected %.3f: %s\n", info->rank, info->world_size,
+              t[0].item<float>(), want, ok ? "ok" : "WRONG");
   return ok ? 0 : 1;
 }

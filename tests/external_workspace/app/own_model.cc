@@ -100,15 +100,17 @@ absl::Status TrainSaveLoad(int stage, comm::ProcessGroup& group, const std::stri
   auto loaded = AllValues(**reloaded, fresh);
   if (!loaded.ok()) return loaded.status();
   if (!torch::equal(*saved, *loaded)) {
-    return absl::InternalError(absl::StrCat("stage ", stage, ": the loaded parameters differ "
+    return absl::InternalError(absl::StrCat("stage ", stage,
+                                            ": the loaded parameters differ "
                                             "from the saved ones"));
   }
   auto next = TrainStep(**reloaded, fresh, group, 40);
   if (!next.ok()) return next.status();
   if (group.rank() == 0) {
-    std::printf("own_model: stage %d on %d ranks: loss %.4f -> %.4f, checkpoint %s/%s reloaded "
-                "bitwise, next step loss %.4f\n",
-                stage, group.world_size(), first, last, dir.c_str(), tag.c_str(), *next);
+    std::printf(
+        "own_model: stage %d on %d ranks: loss %.4f -> %.4f, checkpoint %s/%s reloaded "
+        "bitwise, next step loss %.4f\n",
+        stage, group.world_size(), first, last, dir.c_str(), tag.c_str(), *next);
   }
   return absl::OkStatus();
 }
@@ -117,8 +119,9 @@ absl::Status TrainSaveLoad(int stage, comm::ProcessGroup& group, const std::stri
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: own_model <checkpoint dir> (with RANK, WORLD_SIZE, MASTER_ADDR, "
-                         "MASTER_PORT set)\n");
+    std::fprintf(stderr,
+                 "usage: own_model <checkpoint dir> (with RANK, WORLD_SIZE, MASTER_ADDR, "
+                 "MASTER_PORT set)\n");
     return 2;
   }
   auto info = comm::RendezvousFromEnv();
@@ -134,7 +137,8 @@ int main(int argc, char** argv) {
   for (int stage : {1, 3}) {
     absl::Status s = TrainSaveLoad(stage, **group, argv[1]);
     if (!s.ok()) {
-      std::fprintf(stderr, "own_model: rank %d: %s\n", info->rank, std::string(s.message()).c_str());
+      std::fprintf(stderr, "own_model: rank %d: %s\n", info->rank,
+                   std::string(s.message()).c_str());
       return 1;
     }
   }
