@@ -277,7 +277,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
   // engine's state was overwritten, so a failure leaves it unusable until a load succeeds.
   broken_ = AgreeAllOk(local, where);
   if (!broken_.ok()) return broken_;
-  broken_ = AgreeAllOk(store_->PublishUpdate(), where);
+  broken_ = AgreeAllOk(store_->PublishUpdate(where), where);
   if (!broken_.ok()) return broken_;
   host_pool_->ReleaseCached();  // the load's whole-shard transients
   return std::map<std::string, std::string>(m.client_state().begin(), m.client_state().end());

@@ -89,7 +89,7 @@ absl::Status Engine::StepAtBoundary(double start) {
   const double stepped = Now();
   times_.step += stepped - start;
   // Stages 1/2 all-gather the updated slices; stage 3 refreshes its gathered copies.
-  ZT_RETURN_IF_ERROR(store_->PublishUpdate());
+  ZT_RETURN_IF_ERROR(store_->PublishUpdate(""));
   times_.allgather += Now() - stepped;
   return absl::OkStatus();
 }

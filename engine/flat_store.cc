@@ -89,7 +89,9 @@ absl::Status FlatStore::ForEachStepPiece(int64_t begin, int64_t end, bool aliase
   return fn(begin, end, at::Tensor());  // ParamsOut already points into the flat buffer
 }
 
-absl::Status FlatStore::PublishUpdate() { return stage_ == 0 ? absl::OkStatus() : GatherParams(); }
+absl::Status FlatStore::PublishUpdate(const std::string& where) {
+  return stage_ == 0 ? absl::OkStatus() : GatherParams();
+}
 
 absl::Status FlatStore::GatherParams() {
   const partition::ShardLayout& layout = flat_.layout();

@@ -28,7 +28,7 @@ class FlatStore : public ParamStore {
   at::Tensor ParamsOut(const partition::GradSegment& g) const override;
   absl::Status ForEachStepPiece(int64_t begin, int64_t end, bool aliased,
                                 const PieceFn& fn) override;
-  absl::Status PublishUpdate() override;
+  absl::Status PublishUpdate(const std::string& where) override;
   absl::Status ParamsFromMaster(const float* master) override;
 
   std::vector<int64_t> FullShape(int param) const override;

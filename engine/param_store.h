@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -76,8 +77,9 @@ class ParamStore {
   using PieceFn = std::function<absl::Status(int64_t lo, int64_t hi, const at::Tensor& out)>;
   virtual absl::Status ForEachStepPiece(int64_t begin, int64_t end, bool aliased,
                                         const PieceFn& fn) = 0;
-  // After the master changed (a step, a load): every rank's parameters follow. Collective.
-  virtual absl::Status PublishUpdate() = 0;
+  // After the master changed (a step, a load): every rank's parameters follow. Collective; a
+  // store whose ranks agree on the outcome prefixes the others' error with `where`.
+  virtual absl::Status PublishUpdate(const std::string& where) = 0;
   // Rounds the whole master (master_numel floats) into the model's low-precision copy.
   virtual absl::Status ParamsFromMaster(const float* master) = 0;
 

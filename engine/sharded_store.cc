@@ -109,10 +109,10 @@ absl::Status ShardedStore::StepPiece(int64_t lo, int64_t hi, bool aliased, const
   return sharded_->shard().Write(lo, out);
 }
 
-absl::Status ShardedStore::PublishUpdate() {
+absl::Status ShardedStore::PublishUpdate(const std::string& where) {
   // Gathered copies are stale; persistent ones are gathered again. Agreed on, as a rank that
   // could not read its shard would leave the others' next gathers unpaired.
-  return AgreeAllOk(group_, sharded_->Refresh(), "");
+  return AgreeAllOk(group_, sharded_->Refresh(), where);
 }
 
 absl::Status ShardedStore::ParamsFromMaster(const float* master) {
