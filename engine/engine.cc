@@ -249,14 +249,7 @@ absl::Status Engine::BroadcastFrozenState() {
     }
     for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) others.push_back(t);
     for (const at::Tensor& t : others) {
-      if (t.numel() == 0) continue;
-      // A copy where the tensor is not contiguous, or is bool, which Gloo does not carry.
-      const bool direct = t.is_contiguous() && t.scalar_type() != at::kBool;
-      at::Tensor wire =
-          direct ? t
-                 : t.contiguous().to(t.scalar_type() == at::kBool ? at::kByte : t.scalar_type());
-      ZT_RETURN_IF_ERROR(group_->Broadcast(wire, 0));
-      if (!direct) t.copy_(wire);
+      if (t.numel() > 0) ZT_RETURN_IF_ERROR(BroadcastFromRankZero(group_, t));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(

@@ -178,8 +178,6 @@ class Engine {
   absl::Status AgreeAllOk(const absl::Status& local, const std::string& where) {
     return engine::AgreeAllOk(group_, local, where);
   }
-  // The runs of real elements this rank's master holds, parameter by parameter.
-  std::vector<MasterRun> MasterRuns() const;
   absl::Status CheckModelMatches(const checkpoint::CheckpointReader& reader) const;
   // SaveCheckpoint's phases: this rank's file (the arrays in the store's checkpoint layout, and
   // the RNG), and the manifest rank 0 commits.

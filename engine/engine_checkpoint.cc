@@ -44,14 +44,6 @@ checkpoint::ParameterEntry EntryOf(const std::string& name, const std::vector<in
 
 }  // namespace
 
-std::vector<MasterRun> Engine::MasterRuns() const {
-  std::vector<MasterRun> runs;
-  for (int i = 0; i < flat_params().num_params(); ++i) {
-    for (const MasterRun& run : store_->MasterRunsOf(i)) runs.push_back(run);
-  }
-  return runs;
-}
-
 absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& tag_in,
                                     const std::map<std::string, std::string>& client_state) {
   const int rank = group_->rank();
@@ -220,7 +212,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
                        absl::StrJoin(want, ", "), "] (", m.optimizer(), "), this engine's ",
                        optimizer_->name(), " has [", absl::StrJoin(have, ", "), "]"));
     }
-    const std::vector<MasterRun> runs = MasterRuns();
+    const std::vector<MasterRun> runs = store_->MasterRuns();
     std::vector<std::string> arrays = {checkpoint::kMasterArray};
     arrays.insert(arrays.end(), have.begin(), have.end());
     for (const std::string& a : arrays) {

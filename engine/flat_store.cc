@@ -8,7 +8,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "optim/precision.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -31,7 +30,7 @@ absl::Status FlatStore::BroadcastFlat() {
   try {
     c10::NoGradGuard no_grad;
     for (const at::Tensor& part : flat_.flat().parts()) {
-      ZT_RETURN_IF_ERROR(group_->Broadcast(part, 0));
+      ZT_RETURN_IF_ERROR(BroadcastFromRankZero(group_, part));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("Engine::Create: broadcasting rank 0's parameters: ",
@@ -62,13 +61,7 @@ std::vector<ModelRun> FlatStore::ModelRuns() const {
 std::vector<MasterRun> FlatStore::MasterRunsOf(int i) const {
   const partition::ShardLayout& layout = flat_.layout();
   if (stage_ == 0) return {{i, 0, layout.param_numel(i), layout.param_offset(i)}};
-  std::vector<MasterRun> runs;
-  for (const partition::ParamPiece& piece : layout.PiecesOf(i)) {
-    if (piece.rank == group_->rank()) {
-      runs.push_back({i, piece.param_offset, piece.numel, piece.shard_offset});
-    }
-  }
-  return runs;
+  return OwnedRuns(layout, i, group_->rank());
 }
 
 bool FlatStore::ModelCanBeMaster() const {
@@ -122,16 +115,11 @@ absl::Status FlatStore::GatherParams() {
 }
 
 absl::Status FlatStore::ParamsFromMaster(const float* master) {
-  // The same fp32 -> bf16/fp16 rounding the optimizer kernels use for their params_out.
+  // Into the flat buffer in place, at each run's place in its parameter.
   const partition::ShardLayout& layout = flat_.layout();
-  for (int i = 0; i < layout.num_params(); ++i) {
-    for (const MasterRun& run : MasterRunsOf(i)) {
-      const at::Tensor out =
-          flat_.flat().Range(layout.param_offset(run.param) + run.param_offset, run.numel);
-      optim::ConvertFromFloat(master + run.master_offset, out.data_ptr(),
-                              ToOptimDtype(out.scalar_type()), run.numel);
-    }
-  }
+  ConvertRuns(master, MasterRuns(), [&](const MasterRun& run) {
+    return flat_.flat().Range(layout.param_offset(run.param) + run.param_offset, run.numel);
+  });
   return absl::OkStatus();
 }
 

@@ -10,6 +10,41 @@
 
 namespace zerotrain::engine {
 
+std::vector<MasterRun> ParamStore::MasterRuns() const {
+  std::vector<MasterRun> runs;
+  for (int i = 0; i < flat_params().num_params(); ++i) {
+    for (const MasterRun& run : MasterRunsOf(i)) runs.push_back(run);
+  }
+  return runs;
+}
+
+std::vector<MasterRun> OwnedRuns(const partition::ShardLayout& layout, int param, int rank) {
+  std::vector<MasterRun> runs;
+  for (const partition::ParamPiece& piece : layout.PiecesOf(param)) {
+    if (piece.rank == rank)
+      runs.push_back({param, piece.param_offset, piece.numel, piece.shard_offset});
+  }
+  return runs;
+}
+
+void ConvertRuns(const float* master, const std::vector<MasterRun>& runs,
+                 const std::function<at::Tensor(const MasterRun&)>& out_of) {
+  for (const MasterRun& run : runs) {
+    const at::Tensor out = out_of(run);
+    optim::ConvertFromFloat(master + run.master_offset, out.data_ptr(),
+                            ToOptimDtype(out.scalar_type()), run.numel);
+  }
+}
+
+absl::Status BroadcastFromRankZero(comm::ProcessGroup* group, const at::Tensor& t) {
+  const bool direct = t.is_contiguous() && t.scalar_type() != at::kBool;
+  if (direct) return group->Broadcast(t, 0);
+  at::Tensor wire = t.contiguous().to(t.scalar_type() == at::kBool ? at::kByte : t.scalar_type());
+  ZT_RETURN_IF_ERROR(group->Broadcast(wire, 0));
+  t.copy_(wire);
+  return absl::OkStatus();
+}
+
 absl::Status AgreeAllOk(comm::ProcessGroup* group, const absl::Status& local,
                         const std::string& where) {
   const int world = group->world_size();

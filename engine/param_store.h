@@ -52,6 +52,8 @@ class ParamStore {
   virtual std::vector<ModelRun> ModelRuns() const = 0;
   // This rank's master runs of parameter i.
   virtual std::vector<MasterRun> MasterRunsOf(int param) const = 0;
+  // This rank's master runs of every parameter, in parameter order.
+  std::vector<MasterRun> MasterRuns() const;
   // Whether the model's copy is one fp32 tensor laid out as the master, so that (without
   // optimizer offload) the master can be the parameters themselves.
   virtual bool ModelCanBeMaster() const = 0;
@@ -114,6 +116,20 @@ struct ParamStoreInputs {
   std::vector<int> segment_starts;
   partition::ParamShardOptions shard;  // where stage 3 keeps its shard (offload_param)
 };
+
+// The runs of parameter i that `rank` owns in a sharded layout (stages 1-3): where in the
+// parameter, how many, and where in that rank's master.
+std::vector<MasterRun> OwnedRuns(const partition::ShardLayout& layout, int param, int rank);
+
+// Rounds master[run.master_offset, + run.numel) into out_of(run), a low-precision (or fp32)
+// tensor of run.numel elements, for every run: the fp32 -> bf16/fp16 rounding the optimizer
+// kernels use for their params_out.
+void ConvertRuns(const float* master, const std::vector<MasterRun>& runs,
+                 const std::function<at::Tensor(const MasterRun&)>& out_of);
+
+// Makes rank 0's values of t every rank's, in place: through a contiguous copy where t is not
+// contiguous, and through bytes where it is bool, which Gloo does not carry. Collective.
+absl::Status BroadcastFromRankZero(comm::ProcessGroup* group, const at::Tensor& t);
 
 // optim/'s name for a tensor dtype (fp32, bf16 or fp16; others read as fp32).
 optim::DType ToOptimDtype(at::ScalarType t);

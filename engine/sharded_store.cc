@@ -8,7 +8,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "optim/precision.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -22,14 +21,7 @@ absl::Status BroadcastParams(const ParamStoreInputs& in) {
     for (const auto& [name, p] : in.params) {
       const partition::ShardedInit* init = in.options->sharded_init;
       if (init != nullptr && init->PartOf(p) != nullptr) continue;
-      at::Tensor t = p.detach();
-      if (t.is_contiguous()) {
-        ZT_RETURN_IF_ERROR(in.group->Broadcast(t, 0));
-      } else {
-        at::Tensor c = t.contiguous();
-        ZT_RETURN_IF_ERROR(in.group->Broadcast(c, 0));
-        t.copy_(c);
-      }
+      ZT_RETURN_IF_ERROR(BroadcastFromRankZero(in.group, p.detach()));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("Engine::Create: broadcasting rank 0's parameters: ",
@@ -52,13 +44,7 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ShardedStore::Create(const ParamStor
 }
 
 std::vector<MasterRun> ShardedStore::MasterRunsOf(int i) const {
-  std::vector<MasterRun> runs;
-  for (const partition::ParamPiece& piece : sharded_->layout().PiecesOf(i)) {
-    if (piece.rank == group_->rank()) {
-      runs.push_back({i, piece.param_offset, piece.numel, piece.shard_offset});
-    }
-  }
-  return runs;
+  return OwnedRuns(sharded_->layout(), i, group_->rank());
 }
 
 bool ShardedStore::ModelCanBeMaster() const {
@@ -120,14 +106,8 @@ absl::Status ShardedStore::ParamsFromMaster(const float* master) {
   // copy read from NVMe and written back whole.
   const int64_t numel = master_numel();
   ZT_ASSIGN_OR_RETURN(at::Tensor shard, sharded_->shard().Read(0, numel));
-  const partition::ShardLayout& layout = sharded_->layout();
-  for (int i = 0; i < layout.num_params(); ++i) {
-    for (const MasterRun& run : MasterRunsOf(i)) {
-      const at::Tensor out = shard.narrow(0, run.master_offset, run.numel);
-      optim::ConvertFromFloat(master + run.master_offset, out.data_ptr(),
-                              ToOptimDtype(out.scalar_type()), run.numel);
-    }
-  }
+  ConvertRuns(master, MasterRuns(),
+              [&](const MasterRun& run) { return shard.narrow(0, run.master_offset, run.numel); });
   return sharded_->shard().Write(0, shard);
 }
 
