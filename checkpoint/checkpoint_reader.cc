@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,28 @@ std::string DefaultTag(int64_t optimizer_steps) {
 }
 
 std::string ShardFileName(int rank) { return absl::StrCat("rank_", rank, ".zts"); }
+
+std::string FileListProblem(const Manifest& m) {
+  std::set<int> ranks, holding;
+  for (const ShardFileEntry& f : m.files()) {
+    if (f.rank() < 0 || !ranks.insert(f.rank()).second) {
+      return absl::StrCat("the file of rank ", f.rank(),
+                          f.rank() < 0 ? " is invalid" : " is listed twice");
+    }
+    if (f.name() != ShardFileName(f.rank())) {
+      return absl::StrCat("file entry ", f.name(), " for rank ", f.rank(), " (the file of rank ",
+                          f.rank(), " is ", ShardFileName(f.rank()), ")");
+    }
+    if (f.holds_state()) holding.insert(f.rank());
+  }
+  for (int r = 0; r < m.layout_world_size(); ++r) {
+    if (holding.count(r) == 0) {
+      return absl::StrCat("no state-holding file for layout rank ", r, " (layout_world_size ",
+                          m.layout_world_size(), ", ", m.files_size(), " files listed)");
+    }
+  }
+  return "";
+}
 
 absl::Status ValidateTag(const std::string& tag) {
   if (tag.empty() || tag == "." || tag == ".." || tag[0] == '.' ||
@@ -95,11 +118,10 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const s
                                                segment_starts);
   if (!layout.ok()) return bad(std::string(layout.status().message()));
   r->layout_ = std::make_unique<partition::ShardLayout>(*std::move(layout));
+  if (const std::string problem = FileListProblem(mf); !problem.empty()) return bad(problem);
   for (int i = 0; i < mf.files_size(); ++i) {
     const ShardFileEntry& f = mf.files(i);
-    if (f.name() != ShardFileName(f.rank()) || !r->file_of_rank_.emplace(f.rank(), i).second) {
-      return bad(absl::StrCat("file entry ", f.name(), " for rank ", f.rank()));
-    }
+    r->file_of_rank_.emplace(f.rank(), i);
     const std::string path = absl::StrCat(r->tag_dir_, "/", f.name());
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
@@ -110,12 +132,6 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const s
       return absl::DataLossError(absl::StrCat("checkpoint shard file ", path, ": ", st.st_size,
                                               " bytes, the manifest says ", f.size(),
                                               st.st_size < f.size() ? " (truncated)" : ""));
-    }
-  }
-  for (int rank = 0; rank < mf.layout_world_size(); ++rank) {
-    auto it = r->file_of_rank_.find(rank);
-    if (it == r->file_of_rank_.end() || !mf.files(it->second).holds_state()) {
-      return bad(absl::StrCat("no state file for layout rank ", rank));
     }
   }
   return r;

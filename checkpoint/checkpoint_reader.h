@@ -31,6 +31,10 @@ std::string DefaultTag(int64_t optimizer_steps);  // "global_step<N>"
 std::string ShardFileName(int rank);              // "rank_<r>.zts"
 // A tag is one plain directory name: not empty, no '/', not "." / "..", not starting with '.'.
 absl::Status ValidateTag(const std::string& tag);
+// What is wrong with a manifest's file list, or "" when nothing is: every entry names its rank's
+// ShardFileName, no rank is listed twice, and every rank of the layout has a state-holding file.
+// The reader refuses such a manifest, and CommitTag refuses to write one.
+std::string FileListProblem(const Manifest& manifest);
 absl::Status WriteLatest(const std::string& dir, const std::string& tag);  // crash-safe
 absl::StatusOr<std::string> ReadLatest(const std::string& dir);
 

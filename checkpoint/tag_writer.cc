@@ -2,7 +2,6 @@
 #include "checkpoint/tag_writer.h"
 
 #include <filesystem>
-#include <set>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -27,29 +26,6 @@ absl::Status UnlistStaleTag(const std::string& tag_dir) {
   std::filesystem::remove(manifest, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot replace ", manifest, ": ", ec.message()));
   return FsyncDirectory(tag_dir);
-}
-
-// The reader refuses these manifests at load time; refusing them here means a buggy caller
-// fails at save, before `latest` moves off the previous good checkpoint.
-absl::Status CheckFiles(const Manifest& m, const std::vector<RankFile>& files,
-                        const std::string& manifest_path) {
-  const std::string what = absl::StrCat("checkpoint manifest ", manifest_path, ": ");
-  std::set<int> ranks, holding;
-  for (const RankFile& f : files) {
-    if (f.rank < 0 || !ranks.insert(f.rank).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, "the file of rank ", f.rank, f.rank < 0 ? " is invalid" : " is listed twice"));
-    }
-    if (f.holds_state) holding.insert(f.rank);
-  }
-  for (int r = 0; r < m.layout_world_size(); ++r) {
-    if (holding.count(r) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, "no state-holding file for layout rank ", r, " (layout_world_size ",
-                       m.layout_world_size(), ", ", files.size(), " files listed)"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -106,7 +82,6 @@ absl::Status CommitTag(const TagLocation& at, Manifest manifest,
                        const std::vector<RankFile>& files) {
   ZT_RETURN_IF_ERROR(ValidateTag(at.tag));
   const std::string manifest_path = absl::StrCat(TagDirectory(at), "/", kManifestFileName);
-  ZT_RETURN_IF_ERROR(CheckFiles(manifest, files, manifest_path));
   manifest.set_tag(at.tag);
   manifest.clear_files();
   for (const RankFile& f : files) {
@@ -116,6 +91,11 @@ absl::Status CommitTag(const TagLocation& at, Manifest manifest,
     e->set_size(f.size);
     e->set_crc32c(f.crc32c);
     e->set_holds_state(f.holds_state);
+  }
+  // Refused here, before `latest` moves off the previous good checkpoint, rather than at load.
+  if (const std::string problem = FileListProblem(manifest); !problem.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint manifest ", manifest_path, ": ", problem));
   }
   // The manifest, then `latest`: a crash before either leaves `latest` on the previous tag.
   ZT_RETURN_IF_ERROR(WriteManifest(manifest_path, manifest));
