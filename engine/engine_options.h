@@ -3,6 +3,8 @@
 // options and model that all ranks must share.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,6 +60,10 @@ struct ParamOffloadOptions {
 
 struct EngineOptions {
   int stage = 0;  // ZeRO stage 0, 1, 2 or 3
+  // Where the module, its gradients, the flat buffers and (without offload_optimizer) the fp32
+  // master and optimizer states live: CPU, or one CUDA device (cuda:LOCAL_RANK). Create moves the
+  // module there. The group's backend may run on another device: comm stages such tensors.
+  c10::Device device = c10::Device(c10::kCPU);
   // The batch triple: 0 means "derive it"; train = micro x accumulation x world size.
   int64_t train_batch_size = 0;
   int64_t train_micro_batch_size_per_gpu = 0;
