@@ -29,24 +29,32 @@ struct BackendContext {
   int gloo_threads = 2;
 };
 
+// What a launch hands back: `wait` blocks the host (bounded by the timeout) until the transfer
+// is done or failed; `order_stream`, only where the transfer runs on a device stream (NCCL),
+// makes the caller's current stream wait for it without blocking the host (Work::WaitOnStream).
+struct Transfer {
+  Work::Step wait;
+  Work::Step order_stream = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual c10::DeviceType device_type() const = 0;
   // The one device the backend's tensors must be on, or -1 when any device of the type will do.
   virtual int device_index() const { return -1; }
-  // Each returns the step that waits (bounded by the timeout) for the launched transfer.
+  // Each returns how to wait for the launched transfer.
   // `op` is kSum or kMax; averaging is done by the caller.
-  virtual absl::StatusOr<Work::Step> AllReduce(at::Tensor& tensor, ReduceOp op) = 0;
+  virtual absl::StatusOr<Transfer> AllReduce(at::Tensor& tensor, ReduceOp op) = 0;
   // input.numel() == output.numel() * world_size.
-  virtual absl::StatusOr<Work::Step> ReduceScatter(at::Tensor& input, at::Tensor& output,
-                                                   ReduceOp op) = 0;
+  virtual absl::StatusOr<Transfer> ReduceScatter(at::Tensor& input, at::Tensor& output,
+                                                 ReduceOp op) = 0;
   // output.numel() == input.numel() * world_size; output is contiguous, or, where
   // gathers_into_rows(), may be a [world_size, input.numel()] tensor with contiguous rows.
-  virtual absl::StatusOr<Work::Step> AllGather(at::Tensor& input, at::Tensor& output) = 0;
+  virtual absl::StatusOr<Transfer> AllGather(at::Tensor& input, at::Tensor& output) = 0;
   virtual bool gathers_into_rows() const { return false; }
-  virtual absl::StatusOr<Work::Step> Broadcast(at::Tensor& tensor, int root) = 0;
-  virtual absl::StatusOr<Work::Step> Barrier() = 0;
+  virtual absl::StatusOr<Transfer> Broadcast(at::Tensor& tensor, int root) = 0;
+  virtual absl::StatusOr<Transfer> Barrier() = 0;
 };
 
 // CPU tensors over TCP, on the Gloo that LibTorch carries (c10d::ProcessGroupGloo).

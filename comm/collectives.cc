@@ -32,16 +32,34 @@ void AddAverage(std::vector<Work::Step>& after, ReduceOp op, at::Tensor t, int w
 
 }  // namespace
 
+at::Tensor ProcessGroup::Staged(const at::Tensor& t, bool copy_back,
+                                std::vector<Work::Step>* after) const {
+  if (t.device().type() == backend_->device_type()) return t;
+  at::Tensor wire = t.to(device(), /*non_blocking=*/false, /*copy=*/true);
+  if (copy_back) {
+    after->push_back([t, wire]() mutable {
+      t.copy_(wire);
+      return absl::OkStatus();
+    });
+  }
+  return wire;
+}
+
 Work ProcessGroup::AllReduceAsync(at::Tensor tensor, ReduceOp op) {
   const OpDesc desc = NextOp(CollectiveKind::kAllReduce, DtypeOf(tensor),
                              tensor.defined() ? tensor.numel() : 0, op, 0);
   absl::Status valid = CheckTensor(tensor, "all_reduce tensor");
   if (valid.ok()) valid = CheckReduce(tensor, op);
-  std::vector<Work::Step> after;
-  if (valid.ok()) AddAverage(after, op, tensor, world_size_);
+  std::vector<Work::Step> after, back;
+  at::Tensor wire;
+  if (valid.ok()) {
+    wire = Staged(tensor, /*copy_back=*/true, &back);
+    AddAverage(after, op, wire, world_size_);
+    for (Work::Step& s : back) after.push_back(std::move(s));
+  }
   // Launches may run later, on the launcher thread: they hold their own tensor handles.
   return Issue(
-      desc, valid, [this, tensor, op]() mutable { return backend_->AllReduce(tensor, OnWire(op)); },
+      desc, valid, [this, wire, op]() mutable { return backend_->AllReduce(wire, OnWire(op)); },
       std::move(after));
 }
 
@@ -60,16 +78,18 @@ Work ProcessGroup::ReduceScatterAsync(at::Tensor input, at::Tensor output, Reduc
                                                     " elements, the shard of ", n, " over ",
                                                     world_size_, " ranks has ", shard));
   }
-  std::vector<Work::Step> after;
+  std::vector<Work::Step> after, back;
   at::Tensor send, recv;
   if (valid.ok()) {
-    send = input.view({-1});
-    recv = output.view({-1});
+    send = Staged(input.view({-1}), /*copy_back=*/false, nullptr);
+    recv = Staged(output.view({-1}), /*copy_back=*/true, &back);
     if (n != shard * world_size_) {  // zero padding, so the sum over ranks leaves it zero
-      send = at::zeros({shard * world_size_}, input.options());
-      send.narrow(0, 0, n).copy_(input.view({-1}));
+      at::Tensor padded = at::zeros({shard * world_size_}, send.options());
+      padded.narrow(0, 0, n).copy_(send);
+      send = padded;
     }
     AddAverage(after, op, recv, world_size_);
+    for (Work::Step& s : back) after.push_back(std::move(s));
   }
   return Issue(
       desc, valid,
@@ -97,11 +117,14 @@ Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
   std::vector<Work::Step> after;
   at::Tensor send, recv;
   if (valid.ok()) {
-    send = shard.view({-1});
+    send = Staged(shard.view({-1}), /*copy_back=*/false, nullptr);
     recv = rows ? output : output.view({-1});
-    // Gather into a contiguous buffer, then drop the padding past n or spread it over the rows.
-    if ((rows && !backend_->gathers_into_rows()) || (!rows && n != shard_numel * world_size_)) {
-      recv = at::empty({shard_numel * world_size_}, output.options());
+    // Gather into a contiguous buffer, then drop the padding past n or spread it over the rows
+    // (or copy it to the output's device).
+    const bool staged = output.device().type() != backend_->device_type();
+    if (staged || (rows && !backend_->gathers_into_rows()) ||
+        (!rows && n != shard_numel * world_size_)) {
+      recv = at::empty({shard_numel * world_size_}, output.options().device(device()));
       after.push_back([recv, out = output, n, rows]() mutable {
         if (rows) {
           out.copy_(recv.view(out.sizes()));
@@ -125,8 +148,12 @@ Work ProcessGroup::BroadcastAsync(at::Tensor tensor, int root) {
     valid = absl::InvalidArgumentError(
         absl::StrCat("broadcast root ", root, " is not a rank of ", world_size_));
   }
-  return Issue(desc, valid,
-               [this, tensor, root]() mutable { return backend_->Broadcast(tensor, root); }, {});
+  std::vector<Work::Step> after;
+  at::Tensor wire;
+  if (valid.ok()) wire = Staged(tensor, /*copy_back=*/true, &after);
+  return Issue(
+      desc, valid, [this, wire, root]() mutable { return backend_->Broadcast(wire, root); },
+      std::move(after));
 }
 
 Work ProcessGroup::BarrierAsync() {

@@ -46,7 +46,7 @@ class GlooBackend : public Backend {
 
   c10::DeviceType device_type() const override { return c10::DeviceType::CPU; }
 
-  absl::StatusOr<Work::Step> AllReduce(at::Tensor& tensor, ReduceOp op) override {
+  absl::StatusOr<Transfer> AllReduce(at::Tensor& tensor, ReduceOp op) override {
     return Launch([&] {
       std::vector<at::Tensor> tensors{tensor};
       c10d::AllreduceOptions opts;
@@ -55,8 +55,8 @@ class GlooBackend : public Backend {
     });
   }
 
-  absl::StatusOr<Work::Step> ReduceScatter(at::Tensor& input, at::Tensor& output,
-                                           ReduceOp op) override {
+  absl::StatusOr<Transfer> ReduceScatter(at::Tensor& input, at::Tensor& output,
+                                         ReduceOp op) override {
     return Launch([&] {
       c10d::ReduceScatterOptions opts;
       opts.reduceOp = ToC10d(op);
@@ -64,11 +64,11 @@ class GlooBackend : public Backend {
     });
   }
 
-  absl::StatusOr<Work::Step> AllGather(at::Tensor& input, at::Tensor& output) override {
+  absl::StatusOr<Transfer> AllGather(at::Tensor& input, at::Tensor& output) override {
     return Launch([&] { return pg_->_allgather_base(output, input); });
   }
 
-  absl::StatusOr<Work::Step> Broadcast(at::Tensor& tensor, int root) override {
+  absl::StatusOr<Transfer> Broadcast(at::Tensor& tensor, int root) override {
     return Launch([&] {
       std::vector<at::Tensor> tensors{tensor};
       c10d::BroadcastOptions opts;
@@ -77,15 +77,15 @@ class GlooBackend : public Backend {
     });
   }
 
-  absl::StatusOr<Work::Step> Barrier() override {
+  absl::StatusOr<Transfer> Barrier() override {
     return Launch([&] { return pg_->barrier(); });
   }
 
  private:
   template <typename F>
-  absl::StatusOr<Work::Step> Launch(F&& start) {
+  absl::StatusOr<Transfer> Launch(F&& start) {
     try {
-      return WaitFor(start(), timeout_);
+      return Transfer{WaitFor(start(), timeout_)};
     } catch (const std::exception& e) {
       return StatusFromException(e);
     }

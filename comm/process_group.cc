@@ -121,6 +121,12 @@ ProcessGroup::ProcessGroup(int rank, int world_size, GroupOptions options,
 
 ProcessGroup::~ProcessGroup() = default;
 
+at::Device ProcessGroup::device() const {
+  const int index = backend_->device_index();
+  return index >= 0 ? at::Device(backend_->device_type(), static_cast<c10::DeviceIndex>(index))
+                    : at::Device(backend_->device_type());
+}
+
 OpDesc ProcessGroup::NextOp(CollectiveKind kind, at::ScalarType dtype, int64_t numel,
                             ReduceOp reduce, int root) {
   OpDesc op;
@@ -139,13 +145,9 @@ absl::Status ProcessGroup::CheckTensor(const at::Tensor& t, const char* what) co
   if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(what, " is undefined"));
   if (!t.is_contiguous())
     return absl::InvalidArgumentError(absl::StrCat(what, " is not contiguous"));
-  if (t.device().type() != backend_->device_type()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " is on ", t.device().str(), " but the backend takes ",
-                     c10::DeviceTypeName(backend_->device_type()), " tensors"));
-  }
+  // Another device type is staged (collectives.cc); another device of the backend's type is not.
   const int index = backend_->device_index();
-  if (index >= 0 && t.device().index() != index) {
+  if (t.device().type() == backend_->device_type() && index >= 0 && t.device().index() != index) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " is on ", t.device().str(), " but this group's communicator uses device ", index));
   }
@@ -193,7 +195,7 @@ class ProcessGroup::Launched {
 };
 
 Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
-                         const std::function<absl::StatusOr<Work::Step>()>& launch,
+                         const std::function<absl::StatusOr<Transfer>()>& launch,
                          std::vector<Work::Step> after) {
   std::shared_ptr<FailureState> failure = failure_;
   Work::FailureSink sink = [failure](const absl::Status& s) {
@@ -219,6 +221,7 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
   // A bad argument sends nothing, so it leaves the group usable.
   if (!valid.ok()) return Work(op, {[valid] { return valid; }}, nullptr);
   std::vector<Work::Step> steps;
+  std::vector<Work::Step> on_stream;
   const auto start = std::chrono::steady_clock::now();
   const bool transfers = op.numel > 0 || op.kind == CollectiveKind::kBarrier;
   if (launcher_) {
@@ -240,7 +243,7 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
       if (s.ok() && transfers) {
         auto started = launch();
         if (started.ok()) {
-          step = *std::move(started);
+          step = std::move(started->wait);
         } else {
           s = started.status();
         }
@@ -259,9 +262,11 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
       if (!agreed.ok()) return failed(agreed);
     }
     if (transfers) {
-      auto step = launch();
-      if (!step.ok()) return failed(step.status());
-      steps.push_back(*std::move(step));
+      auto transfer = launch();
+      if (!transfer.ok()) return failed(transfer.status());
+      steps.push_back(std::move(transfer->wait));
+      on_stream.resize(steps.size());
+      on_stream.back() = std::move(transfer->order_stream);
     }
   }
   for (Work::Step& s : after) steps.push_back(std::move(s));
@@ -272,7 +277,8 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
       return absl::OkStatus();
     });
   }
-  return Work(op, std::move(steps), sink);
+  on_stream.resize(steps.size());
+  return Work(op, std::move(steps), std::move(on_stream), sink);
 }
 
 }  // namespace zerotrain::comm

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <chrono>
 #include <functional>
@@ -23,6 +24,7 @@ namespace zerotrain::comm {
 
 class Backend;
 class CallCheck;
+struct Transfer;
 
 // kGloo: CPU tensors over TCP (any hosts). kShm: CPU tensors through shared memory, every rank on
 // one host; it copies each byte once in and once out where loopback TCP costs several copies and
@@ -59,6 +61,12 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   const GroupOptions& options() const { return options_; }
+  // The device the transport moves data on: CPU for Gloo and shm, cuda:N for NCCL (the current
+  // device when the group was made). Tensors may live elsewhere: a collective on a tensor of
+  // another device type copies it there and back (so Gloo and shm serve CUDA tensors through host
+  // memory, and NCCL host tensors through the device), at the cost of those copies. Small control
+  // values are cheapest made here.
+  at::Device device() const;
   CommLog& log() { return *log_; }
 
   // In place on `tensor` (same numel and dtype on every rank).
@@ -94,9 +102,12 @@ class ProcessGroup {
   // steps into a Work. With a launcher the check and launch happen there and the Work's first step
   // waits for them, so `launch` must own what it uses.
   Work Issue(const OpDesc& op, absl::Status valid,
-             const std::function<absl::StatusOr<Work::Step>()>& launch,
+             const std::function<absl::StatusOr<Transfer>()>& launch,
              std::vector<Work::Step> after);
   absl::Status CheckTensor(const at::Tensor& t, const char* what) const;
+  // `t` itself when it is on the transport's device type, else a copy there; with copy_back the
+  // copy's contents return into t after the transfer (a step appended to `after`).
+  at::Tensor Staged(const at::Tensor& t, bool copy_back, std::vector<Work::Step>* after) const;
 
   int rank_;
   int world_size_;

@@ -73,21 +73,21 @@ class ShmBackend : public Backend {
 
   c10::DeviceType device_type() const override { return c10::DeviceType::CPU; }
 
-  absl::StatusOr<Work::Step> AllReduce(at::Tensor& tensor, ReduceOp op) override {
+  absl::StatusOr<Transfer> AllReduce(at::Tensor& tensor, ReduceOp op) override {
     return Launch([this, t = tensor, op] { return RunAllReduce(t, op); });
   }
-  absl::StatusOr<Work::Step> ReduceScatter(at::Tensor& input, at::Tensor& output,
-                                           ReduceOp op) override {
+  absl::StatusOr<Transfer> ReduceScatter(at::Tensor& input, at::Tensor& output,
+                                         ReduceOp op) override {
     return Launch([this, in = input, out = output, op] { return RunReduceScatter(in, out, op); });
   }
-  absl::StatusOr<Work::Step> AllGather(at::Tensor& input, at::Tensor& output) override {
+  absl::StatusOr<Transfer> AllGather(at::Tensor& input, at::Tensor& output) override {
     return Launch([this, in = input, out = output] { return RunAllGather(in, out); });
   }
   bool gathers_into_rows() const override { return true; }
-  absl::StatusOr<Work::Step> Broadcast(at::Tensor& tensor, int root) override {
+  absl::StatusOr<Transfer> Broadcast(at::Tensor& tensor, int root) override {
     return Launch([this, t = tensor, root] { return RunBroadcast(t, root); });
   }
-  absl::StatusOr<Work::Step> Barrier() override {
+  absl::StatusOr<Transfer> Barrier() override {
     return Launch([this] {
       const auto deadline = Deadline();
       const Chunk chunk = BeginChunk(kBarrier, at::kByte, 0, 0);
@@ -100,7 +100,7 @@ class ShmBackend : public Backend {
  private:
   using Body = std::function<absl::Status()>;
 
-  absl::StatusOr<Work::Step> Launch(Body body) {
+  absl::StatusOr<Transfer> Launch(Body body) {
     auto done = std::make_shared<Completion>();
     ++unfinished_;
     executor_->Post([this, body = std::move(body), done] {
@@ -124,9 +124,9 @@ class ShmBackend : public Backend {
       done->Finish(s);
     });
     // Each op's waits are bounded by the timeout, so the ones queued ahead finish in time too.
-    return [done, limit = 2 * timeout_ + std::chrono::milliseconds(10000)] {
+    return Transfer{[done, limit = 2 * timeout_ + std::chrono::milliseconds(10000)] {
       return done->Wait(limit);
-    };
+    }};
   }
 
   ShmSegment::Deadline Deadline() const { return std::chrono::steady_clock::now() + timeout_; }

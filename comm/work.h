@@ -1,6 +1,8 @@
 // Work: the handle an asynchronous collective returns. Waiting runs the op's completion steps in
 // order (call check, the transfer itself, copy-out), each bounded by the group's timeout, and
 // turns any failure into one Status that names the op, its sequence number, the rank and the world.
+// A consumer that only needs the result on its device stream calls WaitOnStream instead: where the
+// transfer runs on a stream (NCCL) the host does not block, and a later Wait reports the outcome.
 #pragma once
 
 #include <functional>
@@ -23,10 +25,19 @@ class Work {
   // An already finished, successful op.
   Work() = default;
   Work(OpDesc op, std::vector<Step> steps, FailureSink on_failure);
+  // on_stream[i], where set, is steps[i]'s device-side form (same length as steps, or empty).
+  Work(OpDesc op, std::vector<Step> steps, std::vector<Step> on_stream, FailureSink on_failure);
 
   // Blocks until the op is complete. Safe to call more than once; later calls return the same
   // Status without waiting.
   absl::Status Wait();
+
+  // Orders the caller's current device stream after the op, blocking the host only for the steps
+  // that have no device-side form (on CPU backends that is all of them: the same as Wait). The
+  // host checks deferred this way (completion, errors, the timeout) run at the next Wait, which
+  // every caller must still make before it reads the result on the host or reuses the buffers
+  // from another stream. Returns the error of a step it ran; OK says nothing of deferred ones.
+  absl::Status WaitOnStream();
 
   const OpDesc& op() const;
 
@@ -34,11 +45,16 @@ class Work {
   struct State {
     OpDesc op;
     std::vector<Step> steps;
+    std::vector<Step> on_stream;
+    std::vector<Step> deferred;  // host checks WaitOnStream left for Wait
     FailureSink on_failure;
     std::mutex mu;
     bool done = false;
     absl::Status result;
   };
+  // Runs steps (or their stream forms, when `stream`) until one fails; state_->mu is held.
+  void Run(bool stream);
+  void Fail(const absl::Status& status);
   std::shared_ptr<State> state_;
 };
 

@@ -72,6 +72,26 @@ absl::Status CheckStageOptions(const EngineOptions& o, const std::string& where)
                                                    OffloadDeviceName(o.offload_param.device),
                                                    " needs ZeRO stage 3 (stage is ", o.stage, ")"));
   }
+  // What part 1 of GPU training covers (docs/ENGINE.md): stages 0-2 with the state on the device.
+  if (!o.device.is_cpu() && !o.device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "device ", o.device.str(), " (the engine runs on cpu or cuda)"));
+  }
+  if (o.device.is_cuda() && o.stage == 3) {
+    return absl::UnimplementedError(absl::StrCat(where, "ZeRO stage 3 on ", o.device.str(),
+                                                 " is not supported yet; use stage 0-2 there"));
+  }
+  if (o.device.is_cuda() && o.offload_optimizer.device != OffloadDevice::kNone) {
+    return absl::UnimplementedError(absl::StrCat(where, "offload_optimizer ",
+                                                 OffloadDeviceName(o.offload_optimizer.device),
+                                                 " from ", o.device.str(),
+                                                 " is not supported yet; keep the optimizer states "
+                                                 "on the device (offload_optimizer none)"));
+  }
+  if (o.device.is_cuda() && o.optimizer == OptimizerKind::kSgd && !o.optimizer_factory) {
+    return absl::UnimplementedError(
+        absl::StrCat(where, "SGD has no CUDA kernel; use Adam/AdamW on ", o.device.str()));
+  }
   if (o.sharded_init != nullptr && o.stage != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, "a ShardedInit partitions for stage 3; this engine is stage ", o.stage));
@@ -103,6 +123,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   partition::NamedTensors named;
   std::vector<int> owner;
   try {
+    if (local.ok()) module.to(options.device);
     if (options.precision != Precision::kFloat32) module.to(ModelDtype(options.precision));
     named = TrainableParams(module, &owner);
   } catch (const c10::Error& err) {

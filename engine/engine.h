@@ -51,6 +51,12 @@ namespace zerotrain::engine {
 
 // Wall-clock seconds of the last optimizer step's micro-batches, summed over them. "forward" is
 // the time between the engine's previous call and Backward, i.e. the caller's forward pass.
+// What Step learns of the gradients before the optimizer runs.
+struct GradStats {
+  bool overflow = false;      // some rank's gradients hold inf/NaN (fp16: skip the step)
+  double sum_of_squares = 0;  // of the global gradient, when clipping
+};
+
 struct StepTimes {
   double forward = 0;
   double backward = 0;       // autograd, including reductions started by its hooks
@@ -169,10 +175,17 @@ class Engine {
   absl::StatusOr<std::vector<at::Tensor>> ReadState() const;
   // Overwrites them from `arrays` (as ReadState returns them).
   absl::Status WriteState(const std::vector<at::Tensor>& arrays);
+  // Sub-group memory of the state as a tensor on the device it lives on.
+  at::Tensor StateArray(float* data, int64_t numel) const;
+  // Host checks of collectives that only ordered the device stream (the reductions, stage 1/2's
+  // all-gather): where a transport runs on a stream, its errors and timeouts surface here. Called
+  // once per optimizer step and before the host reads state.
+  absl::Status WaitStreamOrdered(const std::string& where) const;
   // The optimizer over every sub-group of the state.
   absl::Status StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments);
-  absl::StatusOr<bool> AgreeOverflow(const std::vector<partition::GradSegment>& grads);
-  absl::StatusOr<double> GradScale(const std::vector<partition::GradSegment>& grads);
+  // Whether any rank's gradients overflowed and their global sum of squares (when clipping),
+  // agreed in one collective; the step's one host synchronisation (see grad_stats.h).
+  absl::StatusOr<GradStats> AgreeGradStats(const std::vector<partition::GradSegment>& grads);
   // The optimizer half of Step(), at the accumulation boundary; LibTorch may throw inside.
   absl::Status StepAtBoundary(double start);
   absl::Status AgreeAllOk(const absl::Status& local, const std::string& where) {
@@ -200,6 +213,8 @@ class Engine {
   std::unique_ptr<optim::LossScaler> scaler_;
   // The fp32 master weights, then the optimizer's state arrays, of master_numel_ elements each.
   std::unique_ptr<offload::SubGroupStore> state_;
+  std::vector<at::Tensor> resident_state_;  // without offload: the arrays state_ cuts up
+  at::Device state_device_ = at::Device(at::kCPU);
   int64_t master_numel_ = 0;
   // The store's copy is one fp32 tensor laid out as the master, and nothing is offloaded: the
   // master is the model's own parameters.

@@ -58,6 +58,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
                      "that steps the optimizer (partial gradients are not saved)"));
   }
   if (local.ok() && !broken_.ok()) local = BrokenError();
+  if (local.ok()) local = WaitStreamOrdered("");
   // Read before anything is written: a store poisoned by a failed swap-in must not be saved.
   auto arrays = ReadState();
   if (local.ok() && !arrays.ok()) local = arrays.status();
@@ -98,6 +99,8 @@ absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
   const bool holds_state = store_->SavesState(rank);
   try {
     if (holds_state) *arrays = store_->ToCheckpointLayout(*arrays);
+    // The file is written from host memory; arrays on a device come over once, here.
+    for (at::Tensor& a : *arrays) a = a.cpu();
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     at::Tensor rng;
     {
@@ -240,7 +243,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
     local = WriteState(loaded);
     local = WithPrefix(local, where);
     if (local.ok() && !master_aliases_params_) {
-      local = WithPrefix(store_->ParamsFromMaster(loaded[0].data_ptr<float>()), where);
+      local = WithPrefix(store_->ParamsFromMaster(loaded[0]), where);
     }
     if (!rng.empty()) {
       at::Tensor state = at::empty({static_cast<int64_t>(rng.size())}, at::kByte);

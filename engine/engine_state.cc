@@ -1,6 +1,8 @@
 // The engine's fp32 master weights and optimizer states: where offload_optimizer keeps them (a
-// SubGroupStore with the model, in host memory or on NVMe), how they are filled from the model,
-// stepped one sub-group at a time, and read and written whole for checkpoints.
+// SubGroupStore over arrays on the model's device, in host memory or on NVMe), how they are filled
+// from the model, stepped one sub-group at a time, and read and written whole for checkpoints.
+// Sub-group arrays are reached as tensors on state_device_ (StateArray), so the same code serves
+// host and device memory.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
@@ -75,10 +77,26 @@ absl::Status Engine::InitState() {
   so.numel = master_numel_;
   so.sub_group_numel = std::min(options_.sub_group_size, so.numel);
   so.pool = host_pool_.get();
-  if (master_aliases_params_) {
-    ZT_ASSIGN_OR_RETURN(at::Tensor whole, store_->ModelRange(0, master_numel_));
-    so.external.assign(so.arrays.size(), nullptr);
-    so.external[0] = whole.data_ptr<float>();
+  // Without offload the arrays live with the model, on its device: the engine allocates them (the
+  // master may be the parameters themselves) and the store only cuts them into sub-groups.
+  state_device_ = off.device == OffloadDevice::kNone ? options_.device : at::Device(at::kCPU);
+  if (off.device == OffloadDevice::kNone) {
+    try {
+      for (size_t a = 0; a < so.arrays.size(); ++a) {
+        if (a == 0 && master_aliases_params_) {
+          ZT_ASSIGN_OR_RETURN(at::Tensor whole, store_->ModelRange(0, master_numel_));
+          resident_state_.push_back(whole);
+        } else {
+          resident_state_.push_back(
+              at::zeros({master_numel_}, at::TensorOptions(at::kFloat).device(state_device_)));
+        }
+        so.external.push_back(resident_state_.back().data_ptr<float>());
+      }
+    } catch (const c10::Error& e) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          where, "allocating the fp32 master and optimizer states (", so.arrays.size(), " x ",
+          master_numel_, " floats) on ", state_device_.str(), ": ", e.what_without_backtrace()));
+    }
   }
   if (off.device == OffloadDevice::kNvme) {
     so.device = offload::StoreDevice::kNvme;
@@ -95,8 +113,8 @@ absl::Status Engine::InitState() {
   return WithPrefix(
       state_->VisitAll(offload::Access::kWrite,
                        [&](const offload::SubGroupView& v) -> absl::Status {
-                         for (float* a : v.arrays) std::memset(a, 0, v.numel * sizeof(float));
-                         at::Tensor m = at::from_blob(v.arrays[0], {v.numel}, at::kFloat);
+                         for (float* a : v.arrays) StateArray(a, v.numel).zero_();
+                         at::Tensor m = StateArray(v.arrays[0], v.numel);
                          for (const ModelRun& r : runs) {
                            const int64_t lo = std::max(r.master_offset, v.begin);
                            const int64_t hi =
@@ -120,6 +138,7 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
   auto step_piece = [&](const offload::SubGroupView& v, int64_t begin, int64_t end,
                         const at::Tensor& out) {
     ShardState shard;
+    shard.device = state_device_;
     shard.begin = begin;
     shard.numel = end - begin;
     shard.master = v.arrays[0] + (begin - v.begin);
@@ -154,17 +173,21 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
   });
 }
 
+at::Tensor Engine::StateArray(float* data, int64_t numel) const {
+  return at::from_blob(data, {numel}, at::TensorOptions(at::kFloat).device(state_device_));
+}
+
 absl::StatusOr<std::vector<at::Tensor>> Engine::ReadState() const {
   std::vector<at::Tensor> arrays;
   for (int a = 0; a < state_->num_arrays(); ++a) {
     float* resident = state_->resident(a);
-    arrays.push_back(resident != nullptr ? at::from_blob(resident, {master_numel_}, at::kFloat)
+    arrays.push_back(resident != nullptr ? StateArray(resident, master_numel_)
                                          : at::empty({master_numel_}, at::kFloat));
   }
   if (state_->resident(0) != nullptr) return arrays;
   ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
     for (int a = 0; a < state_->num_arrays(); ++a) {
-      std::memcpy(arrays[a].data_ptr<float>() + v.begin, v.arrays[a], v.numel * sizeof(float));
+      arrays[a].narrow(0, v.begin, v.numel).copy_(StateArray(v.arrays[a], v.numel));
     }
     return absl::OkStatus();
   }));
@@ -174,23 +197,23 @@ absl::StatusOr<std::vector<at::Tensor>> Engine::ReadState() const {
 absl::Status Engine::WriteState(const std::vector<at::Tensor>& arrays) {
   return state_->VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
     for (int a = 0; a < state_->num_arrays(); ++a) {
-      std::memcpy(v.arrays[a], arrays[a].data_ptr<float>() + v.begin, v.numel * sizeof(float));
+      StateArray(v.arrays[a], v.numel).copy_(arrays[a].narrow(0, v.begin, v.numel));
     }
     return absl::OkStatus();
   });
 }
 
 absl::StatusOr<at::Tensor> Engine::MasterCopy() const {
+  ZT_RETURN_IF_ERROR(WaitStreamOrdered("MasterCopy"));
   at::Tensor out = at::empty({master_numel_}, at::kFloat);
   ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
-    std::memcpy(out.data_ptr<float>() + v.begin, v.arrays[0], v.numel * sizeof(float));
+    out.narrow(0, v.begin, v.numel).copy_(StateArray(v.arrays[0], v.numel));
     return absl::OkStatus();
   }));
   return out;
 }
 
 absl::Status Engine::MasterFromValues(int i, const at::Tensor& values) {
-  const float* src = values.data_ptr<float>();
   for (const MasterRun& run : store_->MasterRunsOf(i)) {
     // Here model_offset is the offset into `values`.
     const ModelRun r{run.master_offset, run.param_offset, run.numel};
@@ -199,8 +222,8 @@ absl::Status Engine::MasterFromValues(int i, const at::Tensor& values) {
         [&](const offload::SubGroupView& v) {
           const int64_t lo = std::max(r.master_offset, v.begin);
           const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
-          std::memcpy(v.arrays[0] + (lo - v.begin), src + r.model_offset + (lo - r.master_offset),
-                      (hi - lo) * sizeof(float));
+          StateArray(v.arrays[0] + (lo - v.begin), hi - lo)
+              .copy_(values.narrow(0, r.model_offset + (lo - r.master_offset), hi - lo));
           return absl::OkStatus();
         }));
   }

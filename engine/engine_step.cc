@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
+#include "engine/grad_stats.h"
 #include "optim/clip_grad.h"
-#include "optim/overflow_check.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -21,50 +21,55 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<optim::GradShard> AsGradShards(const std::vector<partition::GradSegment>& grads) {
-  std::vector<optim::GradShard> shards;
-  for (const auto& g : grads) {
-    shards.push_back({g.grads.data_ptr(), g.grads.numel(), ToOptimDtype(g.grads.scalar_type())});
-  }
-  return shards;
-}
-
 }  // namespace
 
-absl::StatusOr<bool> Engine::AgreeOverflow(const std::vector<partition::GradSegment>& grads) {
-  if (!scaler_) return false;
-  ZT_ASSIGN_OR_RETURN(bool local, optim::HasInfOrNan(AsGradShards(grads)));
-  // A rank that saw inf/NaN in its shard must make every rank skip, or their weights diverge.
-  at::Tensor flag = at::full({1}, local ? 1.0f : 0.0f, at::kFloat);
-  ZT_RETURN_IF_ERROR(group_->AllReduce(flag, comm::ReduceOp::kMax));
-  return flag.item<float>() > 0;
+absl::Status Engine::WaitStreamOrdered(const std::string& where) const {
+  absl::Status s = reducer_->WaitStreamOrdered();
+  absl::Status published = store_->WaitStreamOrdered();
+  if (s.ok()) s = published;
+  return WithPrefix(s, where);
 }
 
-absl::StatusOr<double> Engine::GradScale(const std::vector<partition::GradSegment>& grads) {
-  const double scale = loss_scale();
-  if (options_.gradient_clipping <= 0) return scale;
-  ZT_ASSIGN_OR_RETURN(double sum, optim::LocalSumOfSquares(AsGradShards(grads)));
-  if (store_->grads_sharded()) {
-    // Each rank holds a disjoint shard: the squares add up to the global norm.
-    at::Tensor t = at::full({1}, sum, at::kDouble);
-    ZT_RETURN_IF_ERROR(group_->AllReduce(t, comm::ReduceOp::kSum));
-    sum = t.item<double>();
+absl::StatusOr<GradStats> Engine::AgreeGradStats(const std::vector<partition::GradSegment>& grads) {
+  GradStatsRequest request;
+  request.overflow = scaler_ != nullptr;
+  request.sum_of_squares = options_.gradient_clipping > 0;
+  GradStats out;
+  // fp32 or bf16 without clipping: nothing to learn, and no synchronisation.
+  if (!request.overflow && !request.sum_of_squares) return out;
+  std::vector<at::Tensor> tensors;
+  for (const auto& g : grads) tensors.push_back(g.grads);
+  ZT_ASSIGN_OR_RETURN(at::Tensor stats, LocalGradStats(tensors, request));
+  // One collective for both: a rank that saw inf/NaN must make every rank skip, or their weights
+  // diverge; disjoint gradient shards add up their squares, whole (identical) ones take the max.
+  if (request.overflow || store_->grads_sharded()) {
+    ZT_RETURN_IF_ERROR(group_->AllReduce(
+        stats, store_->grads_sharded() ? comm::ReduceOp::kSum : comm::ReduceOp::kMax));
   }
-  const double norm = std::sqrt(sum);
-  last_grad_norm_ = norm / scale;
-  return optim::CombinedGradScale(scale, norm, options_.gradient_clipping);
+  ZT_RETURN_IF_ERROR(WaitStreamOrdered(""));
+  // The step's one host read of device results.
+  const at::Tensor host = stats.cpu();
+  out.overflow = host.data_ptr<double>()[0] > 0;
+  out.sum_of_squares = host.data_ptr<double>()[1];
+  return out;
 }
 
 absl::Status Engine::StepAtBoundary(double start) {
   c10::NoGradGuard no_grad;
   const std::vector<partition::GradSegment> grads = reducer_->OwnedGrads();
-  ZT_ASSIGN_OR_RETURN(bool overflow, AgreeOverflow(grads));
-  if (overflow) {
+  ZT_ASSIGN_OR_RETURN(GradStats stats, AgreeGradStats(grads));
+  if (stats.overflow) {
     ++skipped_steps_;
     times_.step += Now() - start;
     return scaler_->Update(true);
   }
-  ZT_ASSIGN_OR_RETURN(double grad_scale, GradScale(grads));
+  double grad_scale = loss_scale();
+  if (options_.gradient_clipping > 0) {
+    const double norm = std::sqrt(stats.sum_of_squares);
+    last_grad_norm_ = norm / grad_scale;
+    ZT_ASSIGN_OR_RETURN(grad_scale,
+                        optim::CombinedGradScale(grad_scale, norm, options_.gradient_clipping));
+  }
   // The low-precision copy the optimizer writes, where the store keeps it in place (the flat
   // buffer); a store that hands it out per piece (stage 3's shard) does so in StepOptimizer.
   std::vector<ShardSegment> segments;

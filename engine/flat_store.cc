@@ -100,8 +100,7 @@ absl::Status FlatStore::GatherParams() {
     for (int64_t c = 0; c < b.slice; c += columns) {
       const int64_t n = std::min(columns, b.slice - c);
       if (!works.empty() && in_flight + n * world > allgather_bucket_size_) {
-        ZT_RETURN_IF_ERROR(comm::WaitAll(works));
-        works.clear();
+        ZT_RETURN_IF_ERROR(WaitOnStream(works));
         in_flight = 0;
       }
       // In place: this rank's row is its own updated slice (no copy). Narrowed to the whole
@@ -111,10 +110,27 @@ absl::Status FlatStore::GatherParams() {
       in_flight += n * world;
     }
   }
-  return comm::WaitAll(works);
+  return WaitOnStream(works);
 }
 
-absl::Status FlatStore::ParamsFromMaster(const float* master) {
+absl::Status FlatStore::WaitOnStream(std::vector<comm::Work>& works) {
+  absl::Status first;
+  for (comm::Work& w : works) {
+    absl::Status s = w.WaitOnStream();
+    if (first.ok()) first = s;
+    stream_ordered_.push_back(std::move(w));
+  }
+  works.clear();
+  return first;
+}
+
+absl::Status FlatStore::WaitStreamOrdered() const {
+  absl::Status s = comm::WaitAll(stream_ordered_);
+  stream_ordered_.clear();
+  return s;
+}
+
+absl::Status FlatStore::ParamsFromMaster(const at::Tensor& master) {
   // Into the flat buffer in place, at each run's place in its parameter.
   const partition::ShardLayout& layout = flat_.layout();
   ConvertRuns(master, MasterRuns(), [&](const MasterRun& run) {

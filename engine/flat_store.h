@@ -29,7 +29,8 @@ class FlatStore : public ParamStore {
   absl::Status ForEachStepPiece(int64_t begin, int64_t end, bool aliased,
                                 const PieceFn& fn) override;
   absl::Status PublishUpdate(const std::string& where) override;
-  absl::Status ParamsFromMaster(const float* master) override;
+  absl::Status WaitStreamOrdered() const override;
+  absl::Status ParamsFromMaster(const at::Tensor& master) override;
 
   std::vector<int64_t> FullShape(int param) const override;
   void AddParamBytes(ModelStateBytes* bytes) const override;
@@ -48,11 +49,14 @@ class FlatStore : public ParamStore {
   absl::Status BroadcastFlat();
   // Stages 1-2: every rank's updated slices into every rank's flat buffer.
   absl::Status GatherParams();
+  // Orders the device stream after `works` (the host checks them in WaitStreamOrdered); clears it.
+  absl::Status WaitOnStream(std::vector<comm::Work>& works);
 
   partition::FlatParams flat_;
   comm::ProcessGroup* group_;
   int stage_;
   int64_t allgather_bucket_size_;
+  mutable std::vector<comm::Work> stream_ordered_;
 };
 
 }  // namespace zerotrain::engine

@@ -27,12 +27,11 @@ std::vector<MasterRun> OwnedRuns(const partition::ShardLayout& layout, int param
   return runs;
 }
 
-void ConvertRuns(const float* master, const std::vector<MasterRun>& runs,
+void ConvertRuns(const at::Tensor& master, const std::vector<MasterRun>& runs,
                  const std::function<at::Tensor(const MasterRun&)>& out_of) {
   for (const MasterRun& run : runs) {
-    const at::Tensor out = out_of(run);
-    optim::ConvertFromFloat(master + run.master_offset, out.data_ptr(),
-                            ToOptimDtype(out.scalar_type()), run.numel);
+    // copy_ rounds to nearest even, as the optimizer kernels' params_out does, on any device.
+    out_of(run).copy_(master.narrow(0, run.master_offset, run.numel));
   }
 }
 

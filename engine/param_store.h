@@ -82,8 +82,12 @@ class ParamStore {
   // After the master changed (a step, a load): every rank's parameters follow. Collective; a
   // store whose ranks agree on the outcome prefixes the others' error with `where`.
   virtual absl::Status PublishUpdate(const std::string& where) = 0;
-  // Rounds the whole master (master_numel floats) into the model's low-precision copy.
-  virtual absl::Status ParamsFromMaster(const float* master) = 0;
+  // The host's checks of collectives PublishUpdate only ordered the device stream after (their
+  // errors and timeouts); the engine calls it before it next reads results on the host.
+  virtual absl::Status WaitStreamOrdered() const { return absl::OkStatus(); }
+  // Rounds the whole master (master_numel fp32 elements, on any device) into the model's
+  // low-precision copy.
+  virtual absl::Status ParamsFromMaster(const at::Tensor& master) = 0;
 
   // --- Parameter access outside forward (GatheredParameters), shapes and statistics.
   virtual std::vector<int64_t> FullShape(int param) const = 0;
@@ -122,9 +126,9 @@ struct ParamStoreInputs {
 std::vector<MasterRun> OwnedRuns(const partition::ShardLayout& layout, int param, int rank);
 
 // Rounds master[run.master_offset, + run.numel) into out_of(run), a low-precision (or fp32)
-// tensor of run.numel elements, for every run: the fp32 -> bf16/fp16 rounding the optimizer
-// kernels use for their params_out.
-void ConvertRuns(const float* master, const std::vector<MasterRun>& runs,
+// tensor of run.numel elements on any device, for every run: the fp32 -> bf16/fp16 rounding the
+// optimizer kernels use for their params_out.
+void ConvertRuns(const at::Tensor& master, const std::vector<MasterRun>& runs,
                  const std::function<at::Tensor(const MasterRun&)>& out_of);
 
 // Makes rank 0's values of t every rank's, in place: through a contiguous copy where t is not

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "optim/fused_adam_cuda.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -57,6 +58,8 @@ class AdamShardOptimizer : public ShardOptimizer {
     if (!ok.ok()) return ok;
     optim::AdamOptions options = options_;
     options.grad_scale = grad_scale;
+    // The kernel for the memory the state is in; the same options, scalars and results.
+    if (shard.device.is_cuda()) return optim::FusedAdamStepCuda(options, step, shards);
     return optim::FusedAdamStep(options, step, shards);
   }
 
@@ -78,6 +81,11 @@ class SgdShardOptimizer : public ShardOptimizer {
   absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                     absl::Span<const ShardSegment> segments) override {
     const bool momentum = options_.momentum != 0;
+    if (!shard.device.is_cpu()) {
+      return absl::UnimplementedError(
+          absl::StrCat("SGD: the state is on ", shard.device.str(),
+                       " and SGD has only a CPU kernel; use Adam/AdamW on a CUDA device"));
+    }
     absl::Status ok = CheckStateCount(shard, momentum ? 1 : 0, "SGD");
     std::vector<optim::SgdShard> shards;
     for (const ShardSegment& s : segments) {

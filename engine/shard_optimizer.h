@@ -7,6 +7,8 @@
 // built-in implementations wrap optim/'s fused AdamW/Adam and SGD kernels.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +36,9 @@ struct ShardSegment {
 // Shard elements [begin, begin + numel) of the master weights and of each state array, in
 // memory for the duration of one Step call; element `begin` is at index 0.
 struct ShardState {
+  // Where master, state, grads and params_out live: the built-in optimizers run their CPU kernels
+  // on host memory and the CUDA kernels on the current stream of a CUDA device.
+  c10::Device device = c10::Device(c10::kCPU);
   int64_t begin = 0;
   int64_t numel = 0;
   float* master = nullptr;

@@ -101,7 +101,7 @@ absl::Status ShardedStore::PublishUpdate(const std::string& where) {
   return AgreeAllOk(group_, sharded_->Refresh(), where);
 }
 
-absl::Status ShardedStore::ParamsFromMaster(const float* master) {
+absl::Status ShardedStore::ParamsFromMaster(const at::Tensor& master) {
   // The shard is laid out as the master: a view of a resident shard, converted in place, or a
   // copy read from NVMe and written back whole.
   const int64_t numel = master_numel();

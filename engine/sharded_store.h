@@ -36,7 +36,7 @@ class ShardedStore : public ParamStore {
   absl::Status ForEachStepPiece(int64_t begin, int64_t end, bool aliased,
                                 const PieceFn& fn) override;
   absl::Status PublishUpdate(const std::string& where) override;
-  absl::Status ParamsFromMaster(const float* master) override;
+  absl::Status ParamsFromMaster(const at::Tensor& master) override;
 
   std::vector<int64_t> FullShape(int param) const override { return sharded_->FullShape(param); }
   partition::GatherStats gather_stats() const override { return sharded_->stats(); }

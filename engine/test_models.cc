@@ -154,8 +154,10 @@ std::vector<torch::Tensor> UniqueParameters(torch::nn::Module& net) {
 }
 
 torch::Tensor Loss(TestNet& net, const torch::Tensor& x, const torch::Tensor& y) {
-  const auto dtype = net.parameters().front().scalar_type();
-  return torch::mse_loss(net.forward(x.to(dtype)).to(torch::kFloat), y);
+  // The batches are made on the host; the net may live on a device.
+  const torch::Tensor& p = net.parameters().front();
+  return torch::mse_loss(net.forward(x.to(p.device(), p.scalar_type())).to(torch::kFloat),
+                         y.to(p.device()));
 }
 
 absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> JoinGroupFromEnv(
@@ -168,6 +170,7 @@ absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> JoinGroupFromEnv(
 ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& o) {
   ReferenceRun run;
   run.net = MakeNet(kind);
+  run.net->to(o.device);
   // Once each: a tied matrix listed twice would be stepped twice.
   const std::vector<torch::Tensor> params = UniqueParameters(*run.net);
   torch::optim::AdamW adam(params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
@@ -188,8 +191,8 @@ std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol)
   double worst = 0;
   std::string report;
   for (const auto& item : got.named_parameters()) {
-    torch::Tensor g = item.value().detach().to(torch::kFloat);
-    torch::Tensor w = want_params[item.key()].detach();
+    torch::Tensor g = item.value().detach().to(torch::kCPU, torch::kFloat);
+    torch::Tensor w = want_params[item.key()].detach().to(torch::kCPU);
     torch::Tensor excess = (g - w).abs() - (atol + rtol * w.abs());
     const double e = excess.max().item<double>();
     if (e > worst) {

@@ -46,7 +46,7 @@ Batch GlobalBatch(ModelKind kind, int step, int64_t size);
 // The module's parameters, each once (LibTorch lists a shared tensor under every name).
 std::vector<torch::Tensor> UniqueParameters(torch::nn::Module& net);
 
-// Mean squared error computed in fp32 whatever the model's dtype.
+// Mean squared error computed in fp32 whatever the model's dtype, on the model's device.
 torch::Tensor Loss(TestNet& net, const torch::Tensor& x, const torch::Tensor& y);
 
 absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> JoinGroupFromEnv(
@@ -57,7 +57,8 @@ struct ReferenceOptions {
   int64_t batch = 16;
   double lr = 1e-3;
   double weight_decay = 0.01;
-  double clip = 0;  // max global norm, 0 = off
+  double clip = 0;                     // max global norm, 0 = off
+  torch::Device device = torch::kCPU;  // where the net and its optimizer run
 };
 
 struct ReferenceRun {

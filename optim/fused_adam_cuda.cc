@@ -9,6 +9,8 @@
 #include "tools/status_macros.h"
 
 #ifdef ZT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+
 #include "optim/fused_adam_cuda_kernel.h"
 #endif
 
@@ -37,6 +39,9 @@ absl::Status FusedAdamStepCuda(const AdamOptions& options, int64_t step,
   const cuda::Scalars k{a.beta1, a.beta2,     a.one_minus_beta1, a.one_minus_beta2,
                         a.eps,   a.step_size, a.inv_sqrt_bias2,  a.param_decay,
                         a.l2,    a.grad_mul,  a.amsgrad};
+  // LibTorch's current stream of the current device, so the step is ordered after the
+  // reductions and backward that produced the gradients, whichever stream the caller runs on.
+  if (cuda_stream == nullptr) cuda_stream = c10::cuda::getCurrentCUDAStream().stream();
   const int error =
       cuda::LaunchFusedAdam(k, tensors.data(), static_cast<int>(tensors.size()), cuda_stream);
   if (error != 0) {

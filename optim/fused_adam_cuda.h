@@ -17,8 +17,9 @@ bool BuiltWithCuda();
 // Number of visible CUDA devices (0 without CUDA support, a driver or a device).
 int CudaDeviceCount();
 
-// Enqueues step `step` for all shards on `cuda_stream` (a cudaStream_t; null = default stream)
-// and returns without waiting. options.threads and options.simd are ignored.
+// Enqueues step `step` for all shards on `cuda_stream` (a cudaStream_t; null = LibTorch's current
+// stream of the current device) and returns without waiting. options.threads and options.simd are
+// ignored.
 absl::Status FusedAdamStepCuda(const AdamOptions& options, int64_t step,
                                absl::Span<const AdamShard> shards, void* cuda_stream = nullptr);
 

@@ -246,7 +246,10 @@ void GradientReducer::Drain(size_t keep) {
     PendingReduction p = std::move(pending_.front());
     pending_.pop_front();
     in_flight_numel_ -= p.numel;
-    absl::Status s = p.work.Wait();
+    // The copy-out below runs on the device stream after the reduction; on a stream-ordered
+    // transport (NCCL) the host does not wait here, only in WaitStreamOrdered.
+    absl::Status s = p.work.WaitOnStream();
+    stream_ordered_.push_back(p.work);
     if (s.ok() && pending_error_.ok()) {
       try {
         c10::NoGradGuard no_grad;
@@ -291,6 +294,12 @@ absl::Status GradientReducer::FinishBackward(bool ignore_unused) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!status.ok()) return status;
   return waited;
+}
+
+absl::Status GradientReducer::WaitStreamOrdered() const {
+  absl::Status s = comm::WaitAll(stream_ordered_);
+  stream_ordered_.clear();
+  return s;
 }
 
 std::vector<GradSegment> GradientReducer::OwnedGrads() const {

@@ -58,6 +58,10 @@ class GradientReducer {
   // `ignore_unused`, otherwise the error names them), starts the remaining reductions, waits for
   // all of them and drops the parameters' own .grad tensors.
   absl::Status FinishBackward(bool ignore_unused);
+  // The host's checks of the reductions FinishBackward only ordered the device stream after
+  // (comm::Work::WaitOnStream): their errors and timeouts. Call before the host reads gradients
+  // or results computed from them, at least once per optimizer step.
+  absl::Status WaitStreamOrdered() const;
 
   // The reduced gradients this rank steps, valid after a reducing FinishBackward.
   std::vector<GradSegment> OwnedGrads() const;
@@ -104,6 +108,7 @@ class GradientReducer {
     int64_t numel = 0;
   };
   std::deque<PendingReduction> pending_;
+  mutable std::vector<comm::Work> stream_ordered_;  // waited on the stream, not yet on the host
   int64_t in_flight_numel_ = 0;
   absl::Status pending_error_;
   absl::Status hook_error_;

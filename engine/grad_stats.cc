@@ -1,0 +1,72 @@
+// Overflow flag and sum of squares of the gradient shards, with the kernel that suits the memory
+// they are in: optim's SIMD loops on the host, ATen reductions on a device.
+#include "engine/grad_stats.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/param_store.h"
+#include "optim/clip_grad.h"
+#include "optim/overflow_check.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::engine {
+namespace {
+
+absl::StatusOr<at::Tensor> HostStats(const std::vector<at::Tensor>& grads,
+                                     const GradStatsRequest& request) {
+  std::vector<optim::GradShard> shards;
+  for (const at::Tensor& g : grads) {
+    shards.push_back({g.data_ptr(), g.numel(), ToOptimDtype(g.scalar_type())});
+  }
+  bool overflow = false;
+  double squares = 0;
+  if (request.overflow) {
+    ZT_ASSIGN_OR_RETURN(overflow, optim::HasInfOrNan(shards));
+  }
+  if (request.sum_of_squares && !overflow) {
+    ZT_ASSIGN_OR_RETURN(squares, optim::LocalSumOfSquares(shards));
+  }
+  at::Tensor out = at::empty({2}, at::kDouble);
+  out[0] = overflow ? 1.0 : 0.0;
+  out[1] = squares;
+  return out;
+}
+
+}  // namespace
+
+at::Tensor AtenGradStats(const std::vector<at::Tensor>& grads, const GradStatsRequest& request) {
+  const at::Device device = grads.empty() ? at::Device(at::kCPU) : grads.front().device();
+  at::Tensor squares = at::zeros({}, at::TensorOptions(at::kDouble).device(device));
+  for (const at::Tensor& g : grads) {
+    if (g.numel() == 0) continue;
+    // The norm accumulates in float without a float copy of bf16/fp16 gradients; squaring it in
+    // float64 keeps fp16's largest sums finite, so only inf/NaN inputs make it non-finite.
+    const at::Tensor norm = at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat);
+    squares.add_(norm.to(at::kDouble).square());
+  }
+  at::Tensor overflow = at::isfinite(squares).logical_not().to(at::kDouble);
+  if (!request.overflow) overflow.zero_();
+  if (!request.sum_of_squares) squares.zero_();
+  return at::stack({overflow, squares});
+}
+
+absl::StatusOr<at::Tensor> LocalGradStats(const std::vector<at::Tensor>& grads,
+                                          const GradStatsRequest& request) {
+  const at::Device device = grads.empty() ? at::Device(at::kCPU) : grads.front().device();
+  for (const at::Tensor& g : grads) {
+    if (g.device() != device) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient statistics: shards on ", device.str(), " and ", g.device().str()));
+    }
+  }
+  if (device.is_cpu()) return HostStats(grads, request);
+  try {
+    return AtenGradStats(grads, request);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("gradient statistics on ", device.str(), ": ", e.what_without_backtrace()));
+  }
+}
+
+}  // namespace zerotrain::engine
