@@ -1,5 +1,6 @@
 // Engine::SaveCheckpoint and Engine::LoadCheckpoint: the engine says which arrays each rank saves
-// (its slice of the fp32 master weights and optimizer states, plus its RNG state) and agrees
+// (its slice of the fp32 master weights and optimizer states, plus its RNG states: the CPU's and
+// each CUDA device's it uses) and agrees
 // across ranks between the phases of checkpoint/tag_writer.h, which owns the files, the
 // manifest and `latest`. Loading re-slices through the saved layout, so any world
 // size and stage 0-3 can load any checkpoint of the same model (docs/CHECKPOINT.md).
@@ -23,6 +24,52 @@ namespace zerotrain::engine {
 namespace {
 
 using checkpoint::ArrayDType;
+
+// The CUDA generators a rank uses: the engine's device and the current one (a CPU engine's model
+// may still run on a GPU). None when CUDA is not available at runtime, which is also the case in
+// a binary built without LibTorch's CUDA libraries, so CPU-only builds need no CUDA code here.
+absl::StatusOr<std::vector<c10::Device>> CudaRngDevices(const c10::Device& engine_device) {
+  std::vector<c10::Device> out;
+  try {
+    if (!at::globalContext().hasCUDA()) return out;
+    const c10::DeviceIndex current = at::detail::getCUDAHooks().current_device();
+    if (engine_device.is_cuda()) {
+      out.emplace_back(c10::kCUDA, engine_device.has_index() ? engine_device.index() : current);
+    }
+    if (current >= 0 && (out.empty() || out[0].index() != current)) {
+      out.emplace_back(c10::kCUDA, current);
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("CUDA devices for the RNG states: ", e.what_without_backtrace()));
+  }
+  return out;
+}
+
+// Keyed by device index, next to kRngArray; a checkpoint without them (older, or saved without
+// CUDA) loads and leaves the CUDA generators as they are.
+std::string CudaRngArray(const c10::Device& device) {
+  return absl::StrCat("cuda_rng_state_", static_cast<int>(device.index()));
+}
+
+at::Generator GeneratorOf(const c10::Device& device) {
+  return device.is_cpu() ? at::detail::getDefaultCPUGenerator()
+                         : at::globalContext().defaultGenerator(device);
+}
+
+at::Tensor GetRngState(const c10::Device& device) {
+  at::Generator gen = GeneratorOf(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void SetRngState(const c10::Device& device, const std::vector<uint8_t>& bytes) {
+  at::Tensor state = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(state.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  at::Generator gen = GeneratorOf(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
 
 std::string ShapeText(const checkpoint::ParameterEntry& p) {
   return absl::StrCat("'", p.name(), "' [", absl::StrJoin(p.shape(), ", "), "] ", p.dtype());
@@ -101,12 +148,10 @@ absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
     if (holds_state) *arrays = store_->ToCheckpointLayout(*arrays);
     // The file is written from host memory; arrays on a device come over once, here.
     for (at::Tensor& a : *arrays) a = a.cpu();
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    at::Tensor rng;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      rng = gen.get_state();
-    }
+    const at::Tensor rng = GetRngState(c10::Device(c10::kCPU));
+    ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, CudaRngDevices(options_.device));
+    std::vector<at::Tensor> cuda_rng;  // alive until the file is written
+    for (const c10::Device& d : cuda) cuda_rng.push_back(GetRngState(d));
     std::vector<checkpoint::NamedArray> saved;
     if (holds_state) {
       const std::vector<std::string> state_names = optimizer_->state_names();
@@ -120,6 +165,10 @@ absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
     }
     saved.push_back(
         {checkpoint::kRngArray, ArrayDType::kBytes, rng.data_ptr<uint8_t>(), rng.numel()});
+    for (size_t i = 0; i < cuda.size(); ++i) {
+      saved.push_back({CudaRngArray(cuda[i]), ArrayDType::kBytes, cuda_rng[i].data_ptr<uint8_t>(),
+                       cuda_rng[i].numel()});
+    }
     ZT_ASSIGN_OR_RETURN(*written, checkpoint::WriteRankFile(at, rank, saved));
   } catch (const c10::Error& e) {
     return absl::InternalError(e.what_without_backtrace());
@@ -203,6 +252,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   std::vector<at::Tensor> loaded;  // master, then one per optimizer state
   std::vector<uint8_t> rng;
+  std::vector<std::pair<c10::Device, std::vector<uint8_t>>> cuda_rng;
   absl::Status local = [&]() -> absl::Status {
     ZT_ASSIGN_OR_RETURN(reader, checkpoint::CheckpointReader::Open(dir, tag));
     ZT_RETURN_IF_ERROR(CheckModelMatches(*reader));
@@ -230,6 +280,13 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
     }
     if (m.world_size() == group_->world_size()) {
       ZT_ASSIGN_OR_RETURN(rng, reader->ReadRankBytes(rank, checkpoint::kRngArray));
+      ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, CudaRngDevices(options_.device));
+      for (const c10::Device& d : cuda) {
+        absl::StatusOr<std::vector<uint8_t>> bytes = reader->ReadRankBytes(rank, CudaRngArray(d));
+        if (absl::IsNotFound(bytes.status())) continue;
+        ZT_RETURN_IF_ERROR(bytes.status());
+        cuda_rng.emplace_back(d, *std::move(bytes));
+      }
     }
     return absl::OkStatus();
   }();
@@ -245,13 +302,8 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
     if (local.ok() && !master_aliases_params_) {
       local = WithPrefix(store_->ParamsFromMaster(loaded[0]), where);
     }
-    if (!rng.empty()) {
-      at::Tensor state = at::empty({static_cast<int64_t>(rng.size())}, at::kByte);
-      std::memcpy(state.data_ptr<uint8_t>(), rng.data(), rng.size());
-      at::Generator gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(state);
-    }
+    if (!rng.empty()) SetRngState(c10::Device(c10::kCPU), rng);
+    for (const auto& [device, bytes] : cuda_rng) SetRngState(device, bytes);
   } catch (const c10::Error& e) {
     local = absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
   }

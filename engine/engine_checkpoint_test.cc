@@ -5,7 +5,8 @@
 // parameters must match the single-process torch::optim::AdamW reference within fp32 rounding.
 // Different world sizes run in one SpawnRanks call: ranks form a sub-group of the needed size
 // for the save and another for the load, on ports rank 0 picks and broadcasts.
-// The second group of tests feeds LoadCheckpoint bad input and checks the errors' words.
+// The second group of tests feeds LoadCheckpoint bad input and checks the errors' words; the
+// third, that the RNG states come back.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -412,6 +413,86 @@ TEST(CheckpointErrors, NameTheFileAndTheProblem) {
   for (const auto& o : outcomes) {
     EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
   }
+}
+
+// --- RNG states: each rank's CPU generator, and each CUDA generator it uses, come back on a load
+// at the same world size (rank r gets rank r's) and are left alone on another world size. ---
+
+at::Tensor Draw(const c10::Device& d) {
+  return torch::rand({4}, torch::TensorOptions().device(d)).cpu();
+}
+
+absl::StatusOr<std::string> RngRoundTrip(const std::string& name,
+                                         const std::vector<c10::Device>& devices) {
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  const int rank = group->rank();
+  const std::string dir = TestDir(name);
+  const std::string where = absl::StrCat("rank ", rank, ": ");
+  torch::manual_seed(100 + rank);  // a load that mixed up the ranks' states would show
+  Named net("fc2", 5);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(net, SmallOptions(1), group.get()));
+  ZT_RETURN_IF_ERROR(Step(*engine, net));
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir, "t"));
+  std::vector<at::Tensor> want;
+  for (const c10::Device& d : devices) want.push_back(Draw(d));
+  // The current device's entry exists exactly when CUDA is available; without it the file holds
+  // what it held before CUDA states were saved.
+  ZT_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::Open(dir, "t"));
+  const bool has_cuda = torch::cuda::is_available();
+  auto entry = reader->ReadRankBytes(rank, "cuda_rng_state_0");
+  if (has_cuda ? !entry.ok() : !absl::IsNotFound(entry.status())) {
+    return absl::InternalError(absl::StrCat(
+        where, "CUDA ", has_cuda ? "" : "not ",
+        "available, cuda_rng_state_0: ", entry.ok() ? "present" : entry.status().ToString()));
+  }
+  torch::manual_seed(7);
+  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(dir, "t").status());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (!at::equal(Draw(devices[i]), want[i])) {
+      return absl::InternalError(
+          absl::StrCat(where, devices[i].str(), "'s generator is not the saved one after load"));
+    }
+  }
+  ZT_RETURN_IF_ERROR(group->Barrier());
+  if (rank == 0) {
+    ZT_ASSIGN_OR_RETURN(auto single, SubGroup(0, 1, FreePort()));
+    Named other("fc2", 5);
+    ZT_ASSIGN_OR_RETURN(auto e1, Engine::Create(other, SmallOptions(1), single.get()));
+    torch::manual_seed(7);
+    std::vector<at::Tensor> fresh;
+    for (const c10::Device& d : devices) fresh.push_back(Draw(d));
+    torch::manual_seed(7);
+    ZT_RETURN_IF_ERROR(e1->LoadCheckpoint(dir, "t").status());
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (!at::equal(Draw(devices[i]), fresh[i])) {
+        return absl::InternalError(absl::StrCat(where, "a load on another world size changed ",
+                                                devices[i].str(), "'s generator"));
+      }
+    }
+  }
+  ZT_RETURN_IF_ERROR(group->Barrier());
+  return std::string("ok");
+}
+
+void ExpectRngRoundTrip(const std::string& name, const std::vector<c10::Device>& devices) {
+  std::filesystem::remove_all(TestDir(name));
+  auto outcomes =
+      zerotrain::testing::SpawnRanks(2, [&](int) { return RngRoundTrip(name, devices); });
+  for (const auto& o : outcomes) {
+    EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
+  }
+}
+
+TEST(CheckpointRng, CpuStatePerRank) { ExpectRngRoundTrip("rng_cpu", {c10::Device(c10::kCPU)}); }
+
+// Built with --config=cuda, the test links LibTorch's CUDA libraries (engine/BUILD); tools/
+// gpu_check.sh runs it on a GPU machine.
+TEST(CheckpointRng, CudaStatePerRank) {
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA device visible, or built without --config=cuda (LibTorch's CUDA "
+                    "libraries not linked)";
+  }
+  ExpectRngRoundTrip("rng_cuda", {c10::Device(c10::kCPU), c10::Device(c10::kCUDA, 0)});
 }
 
 // --- Crash safety: a rank saving in a loop is SIGKILLed at a random moment (SpawnRanks'

@@ -4,11 +4,14 @@
 // variant does), so the block's parameters accumulate gradients there.
 #include "recompute/activation_checkpoint.h"
 
+#include <ATen/DeviceAccelerator.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
-#include <optional>
 #include <utility>
 
 namespace zerotrain::recompute {
@@ -20,17 +23,25 @@ using torch::autograd::variable_list;
 std::mutex stats_mutex;
 RecomputeStats stats;
 
+// One accelerator device's default generator state, as forward found it.
+struct DeviceRng {
+  c10::Device device;
+  at::Tensor state;
+};
+
 // What backward needs besides the saved tensors; travels in ctx->saved_data as a capsule because
 // an IValue cannot hold a std::function.
 struct CheckpointState : torch::CustomClassHolder {
   Block block;
   ActivationCheckpointOptions options;
   at::Tensor cpu_rng;
-  std::optional<c10::Device> cuda_device;  // the first CUDA input's device
-  at::Tensor cuda_rng;
+  std::vector<DeviceRng> device_rngs;   // each accelerator device an input lives on, once
   std::vector<bool> requires_grad;      // per input, as seen by forward
   std::vector<c10::Device> devices;     // per input, for moving host copies back
-  std::vector<at::Tensor> host_inputs;  // per input: its host copy, or undefined if not moved
+  std::vector<at::Tensor> host_inputs;  // per input: its pinned host copy, or undefined
+  // Per device with host copies: recorded after the (asynchronous) copies were queued, so the
+  // copies back wait for them even if backward runs on another stream.
+  std::vector<c10::Event> copies_done;
 };
 
 at::Tensor GetRngState(at::Generator gen) {
@@ -43,34 +54,51 @@ void SetRngState(at::Generator gen, const at::Tensor& state) {
   gen.set_state(state);
 }
 
-// The CUDA generator goes through the generic Generator API, so this file needs no CUDA headers
-// and a CPU-only LibTorch never reaches it (cuda_device stays empty without CUDA inputs).
-at::Generator CudaGenerator(c10::Device device) {
+// Accelerator generators go through the generic Generator API, so this file needs no CUDA
+// headers; a CPU-only run never reaches it, since only a tensor on such a device names one.
+at::Generator DeviceGenerator(c10::Device device) {
   return at::globalContext().defaultGenerator(device);
 }
 
+c10::Stream CurrentStream(c10::Device device) {
+  return c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+}
+
 // Sets the states saved in forward for the rerun and puts back the caller's states afterwards,
-// also when the block throws, so recomputation leaves the random streams where they were.
+// also when the block (or setting a later state) throws, so recomputation leaves every random
+// stream where it was.
 class RngFork {
  public:
-  explicit RngFork(const CheckpointState& s) : s_(s) {
-    current_cpu_ = GetRngState(at::detail::getDefaultCPUGenerator());
-    SetRngState(at::detail::getDefaultCPUGenerator(), s_.cpu_rng);
-    if (s_.cuda_device) {
-      current_cuda_ = GetRngState(CudaGenerator(*s_.cuda_device));
-      SetRngState(CudaGenerator(*s_.cuda_device), s_.cuda_rng);
+  explicit RngFork(const CheckpointState& s) {
+    try {
+      Swap(c10::Device(c10::kCPU), s.cpu_rng);
+      for (const DeviceRng& d : s.device_rngs) Swap(d.device, d.state);
+    } catch (...) {
+      Restore();
+      throw;
     }
   }
-  ~RngFork() {
-    SetRngState(at::detail::getDefaultCPUGenerator(), current_cpu_);
-    if (s_.cuda_device) SetRngState(CudaGenerator(*s_.cuda_device), current_cuda_);
-  }
+  ~RngFork() { Restore(); }
   RngFork(const RngFork&) = delete;
   RngFork& operator=(const RngFork&) = delete;
 
  private:
-  const CheckpointState& s_;
-  at::Tensor current_cpu_, current_cuda_;
+  static at::Generator GeneratorOf(c10::Device device) {
+    return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : DeviceGenerator(device);
+  }
+  void Swap(c10::Device device, const at::Tensor& state) {
+    at::Generator gen = GeneratorOf(device);
+    current_.push_back({device, GetRngState(gen)});
+    SetRngState(gen, state);
+  }
+  void Restore() {
+    for (auto it = current_.rbegin(); it != current_.rend(); ++it) {
+      SetRngState(GeneratorOf(it->device), it->state);
+    }
+    current_.clear();
+  }
+
+  std::vector<DeviceRng> current_;  // the caller's states, in the order they were replaced
 };
 
 double Now() {
@@ -88,21 +116,36 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     for (const at::Tensor& x : inputs) {
       state->requires_grad.push_back(x.defined() && x.requires_grad());
       state->devices.push_back(x.defined() ? x.device() : c10::Device(c10::kCPU));
-      if (!state->cuda_device && x.defined() && x.is_cuda()) state->cuda_device = x.device();
-    }
-    if (state->cuda_device && at::globalContext().hasCUDA()) {
-      state->cuda_rng = GetRngState(CudaGenerator(*state->cuda_device));
-    } else {
-      state->cuda_device.reset();
+      if (!x.defined() || !at::isAccelerator(x.device().type())) continue;
+      const bool seen = std::any_of(state->device_rngs.begin(), state->device_rngs.end(),
+                                    [&](const DeviceRng& d) { return d.device == x.device(); });
+      if (!seen) {
+        state->device_rngs.push_back({x.device(), GetRngState(DeviceGenerator(x.device()))});
+      }
     }
     // save_for_backward keeps autograd's version check: an input changed in place before
     // backward makes backward fail instead of recomputing from the changed values. Inputs moved
-    // to host memory are copies, so they need no check.
+    // to host memory are copies, so they need no check. Into pinned memory the copy is queued
+    // on the input's stream and the host goes on (a pageable copy would wait for it).
     std::vector<at::Tensor> kept = inputs.vec();
+    std::vector<c10::Device> copied_from;
     for (at::Tensor& x : kept) {
-      const bool to_host = state->options.cpu_checkpointing && x.defined() && !x.is_cpu();
-      state->host_inputs.push_back(to_host ? x.detach().to(c10::kCPU) : at::Tensor());
-      if (to_host) x = at::Tensor();
+      const bool to_host =
+          state->options.cpu_checkpointing && x.defined() && at::isAccelerator(x.device().type());
+      at::Tensor host;
+      if (to_host) {
+        host = at::empty_like(x, x.options().device(c10::kCPU).pinned_memory(true));
+        host.copy_(x.detach(), /*non_blocking=*/true);
+        if (std::find(copied_from.begin(), copied_from.end(), x.device()) == copied_from.end()) {
+          copied_from.push_back(x.device());
+        }
+        x = at::Tensor();
+      }
+      state->host_inputs.push_back(std::move(host));
+    }
+    for (const c10::Device& d : copied_from) {
+      state->copies_done.emplace_back(d.type());
+      state->copies_done.back().record(CurrentStream(d));
     }
     ctx->save_for_backward(kept);
     variable_list outputs = state->block(inputs.vec());
@@ -125,12 +168,15 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     auto state =
         c10::static_intrusive_pointer_cast<CheckpointState>(ctx->saved_data["state"].toCapsule());
     variable_list saved = ctx->get_saved_variables();
+    for (const c10::Event& done : state->copies_done) {
+      done.block(CurrentStream(c10::Device(done.device_type(), done.device_index())));
+    }
     variable_list inputs;
     inputs.reserve(saved.size());
     for (size_t i = 0; i < saved.size(); ++i) {
       at::Tensor x = state->host_inputs[i].defined() ? state->host_inputs[i] : saved[i];
       if (x.defined()) {
-        x = x.to(state->devices[i]).detach();
+        x = x.to(state->devices[i], /*non_blocking=*/true).detach();
         x.requires_grad_(state->requires_grad[i]);
       }
       inputs.push_back(std::move(x));

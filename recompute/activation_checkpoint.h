@@ -1,7 +1,8 @@
 // Activation recomputation for LibTorch: run a block without keeping its intermediate
 // activations and run it again during backward (torch.utils.checkpoint's counterpart), restoring
-// the CPU (and CUDA) RNG state first so dropout draws the same masks. Only the block's inputs are
-// saved, in host memory when cpu_checkpointing is set.
+// the CPU RNG state and that of every CUDA device an input lives on first, so dropout draws the
+// same masks. Only the block's inputs are saved, in pinned host memory when cpu_checkpointing is
+// set.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,7 +14,7 @@
 namespace zerotrain::recompute {
 
 struct ActivationCheckpointOptions {
-  bool cpu_checkpointing = false;  // keep the saved block inputs in host memory
+  bool cpu_checkpointing = false;  // keep the saved accelerator inputs in pinned host memory
   bool profile = false;            // time recomputation into RecomputeStats
 };
 
@@ -24,11 +25,13 @@ using Block = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor
 // captures receive gradients as if it had run normally. Tensors in `inputs` that do not require
 // grad (token ids, masks) are saved as they are and get no gradient.
 //  - The block must compute the same thing twice: same outputs in number, shapes and dtypes,
-//    reading only `inputs`, its parameters and the CPU (or the inputs' CUDA device's) RNG. It is
-//    copied and kept until backward, so whatever it captures by reference must live that long.
+//    reading only `inputs`, its parameters and the RNGs of the CPU and of the devices its inputs
+//    live on (a draw on another device is not replayed). It is copied and kept until backward,
+//    so whatever it captures by reference must live that long.
 //  - Changing an input in place between forward and backward makes backward fail (the same
 //    version check autograd applies to saved tensors), except for accelerator inputs saved to
-//    host memory by cpu_checkpointing, which are copies (synchronous, not pinned).
+//    host memory by cpu_checkpointing, which are copies (asynchronous, into pinned memory, on
+//    the input's current stream; the copies back wait for them).
 //  - An exception the block throws during recomputation surfaces from backward()
 //    (std::exception; autograd's own checks throw c10::Error) and leaves the RNG states as
 //    they were.

@@ -1,6 +1,7 @@
 // CheckpointBlock against the plain LibTorch computation it replaces: the same seed before both
 // runs, then the gradients of every parameter and input must match bit for bit (fp32 and bf16),
-// with dropout on; plus the CPU allocator's live bytes after forward, which must drop.
+// with dropout on; plus the CPU allocator's live bytes after forward, which must drop. The CUDA
+// cases are in activation_checkpoint_cuda_test.cc.
 #include "recompute/activation_checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -11,69 +12,15 @@
 #include <vector>
 
 #include "recompute/allocation_counter.h"
+#include "recompute/checkpoint_testing.h"
 
 namespace zerotrain::recompute {
 namespace {
 
-struct Mlp : torch::nn::Module {
-  Mlp(int64_t dim, int64_t hidden, double p)
-      : fc1(register_module("fc1", torch::nn::Linear(dim, hidden))),
-        fc2(register_module("fc2", torch::nn::Linear(hidden, dim))),
-        drop(register_module("drop", torch::nn::Dropout(p))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return x + fc2(drop(torch::gelu(fc1(x)))); }
-  torch::nn::Linear fc1, fc2;
-  torch::nn::Dropout drop;
-};
-
-using Grads = std::vector<torch::Tensor>;
-
-// Parameter gradients in registration order, then the inputs' (undefined where none).
-Grads Collect(torch::nn::Module& m, const std::vector<torch::Tensor>& inputs) {
-  auto copy = [](const torch::Tensor& g) { return g.defined() ? g.clone() : g; };
-  Grads g;
-  for (const auto& p : m.parameters()) g.push_back(copy(p.grad()));
-  for (const auto& x : inputs) g.push_back(copy(x.grad()));
-  return g;
-}
-
-void Clear(torch::nn::Module& m, const std::vector<torch::Tensor>& inputs) {
-  for (auto p : m.parameters()) p.mutable_grad() = torch::Tensor();
-  for (auto x : inputs) x.mutable_grad() = torch::Tensor();
-}
-
-void ExpectBitwiseEqual(const Grads& want, const Grads& got) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(want[i].defined(), got[i].defined()) << "gradient " << i;
-    if (!want[i].defined()) continue;
-    ASSERT_EQ(want[i].scalar_type(), got[i].scalar_type()) << "gradient " << i;
-    EXPECT_TRUE(torch::equal(want[i], got[i]))
-        << "gradient " << i << " differs by " << (want[i] - got[i]).abs().max().item<double>();
-    EXPECT_GT(want[i].abs().sum().item<double>(), 0) << "gradient " << i << " is all zero";
-  }
-}
-
-// Runs `forward` (which builds the loss) and backward twice from the same seed: once as written,
-// once with `checkpointed`; compares gradients and the RNG stream afterwards.
-template <typename Plain, typename Checkpointed>
-void CompareRuns(torch::nn::Module& m, const std::vector<torch::Tensor>& inputs, Plain plain,
-                 Checkpointed checkpointed) {
-  torch::manual_seed(7);
-  plain().backward();
-  Grads want = Collect(m, inputs);
-  float next_want = torch::rand({1}).item<float>();
-  Clear(m, inputs);
-  torch::manual_seed(7);
-  checkpointed().backward();
-  Grads got = Collect(m, inputs);
-  float next_got = torch::rand({1}).item<float>();
-  ExpectBitwiseEqual(want, got);
-  EXPECT_EQ(next_want, next_got) << "recomputation moved the CPU random stream";
-}
-
-torch::Tensor Weights(const torch::Tensor& y) {
-  return torch::linspace(-1, 1, y.numel(), y.options()).view(y.sizes());
-}
+using testing::CompareOptions;
+using testing::CompareRuns;
+using testing::Mlp;
+using testing::Weights;
 
 TEST(CheckpointBlockTest, MlpWithDropoutMatchesBitwise) {
   for (bool input_grad : {true, false}) {
@@ -91,6 +38,22 @@ TEST(CheckpointBlockTest, MlpWithDropoutMatchesBitwise) {
           [&] { return (CheckpointBlock(fn, x, opts) * Weights(x)).sum(); });
     }
   }
+}
+
+// Random numbers drawn between forward and backward (another block's dropout, a sampler) must
+// neither reach the recomputation nor be replayed after it: the rerun uses forward's CPU state,
+// and the stream continues after the caller's draws.
+TEST(CheckpointBlockTest, DrawsBetweenForwardAndBackwardDoNotReachTheRerun) {
+  torch::manual_seed(1);
+  Mlp mlp(16, 64, 0.3);
+  torch::Tensor x = torch::randn({8, 16}).requires_grad_(true);
+  auto fn = [&](const torch::Tensor& t) { return mlp.forward(t); };
+  auto plain = [&] { return (mlp.forward(x) * Weights(x)).sum(); };
+  testing::ExpectSeedMatters(mlp, {x}, plain);
+  CompareOptions opts;
+  opts.between = [] { torch::rand({100}); };
+  CompareRuns(
+      mlp, {x}, plain, [&] { return (CheckpointBlock(fn, x) * Weights(x)).sum(); }, opts);
 }
 
 TEST(CheckpointBlockTest, Bf16ParametersMatchBitwise) {
