@@ -128,10 +128,9 @@ TEST_P(CudaEquivalenceTest, MatchesSingleDeviceAdamW) {
 
 INSTANTIATE_TEST_SUITE_P(
     Stages, CudaEquivalenceTest,
+    // A few cases, not the CPU grid: the GPU set must finish within the device budget.
     ::testing::Values(Case{0, 1, Wire::kNccl}, Case{1, 1, Wire::kNccl}, Case{2, 1, Wire::kNccl},
-                      Case{2, 1, Wire::kNccl, ModelKind::kMlp, 2, 0.05},
-                      Case{0, 2, Wire::kGlooOneGpu}, Case{1, 2, Wire::kGlooOneGpu},
-                      Case{2, 2, Wire::kGlooOneGpu},
+                      Case{1, 2, Wire::kGlooOneGpu}, Case{2, 2, Wire::kGlooOneGpu},
                       Case{2, 2, Wire::kGlooOneGpu, ModelKind::kMlp, 2, 0.05},
                       Case{1, 2, Wire::kNccl}, Case{2, 2, Wire::kNccl, ModelKind::kMlp, 2, 0.05}),
     CaseName);

@@ -12,7 +12,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # The checks, one per line: a name, the Bazel target of its binary, then the binary's arguments
 # (word-split; paths are relative to .gpu/, where data files keep their repository paths). A new
 # check is one more line; `stage` builds and copies every target listed here. For example:
-#   "engine_cuda        //engine:engine_cuda_test"
+#   "engine_cuda        //engine:engine_cuda_test"    (in the list below)
 #   "trainer_cuda       //trainer:main --config=trainer/configs/cuda.pbtxt --nproc_per_node=1"
 # (the binary's own flags, no "--" as after `bazel run`; a config outside trainer/configs also
 # goes under DATA below).
@@ -21,6 +21,7 @@ CHECKS=(
   "fused_adam_cuda    //optim:fused_adam_cuda_test"
   "recompute_cuda     //recompute:activation_checkpoint_cuda_test"
   "checkpoint_rng     //engine:engine_checkpoint_test --gtest_filter=CheckpointRng.*"
+  "engine_cuda        //engine:engine_cuda_test"
 )
 # Built and staged although no check runs them yet.
 EXTRA_TARGETS=(//trainer:main)
