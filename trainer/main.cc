@@ -1,8 +1,10 @@
 // //trainer:main — what a user runs. Without job variables in its environment it is the launcher:
 // it loads and validates the config (bad input: one line, exit 2, nothing written) and starts
 // --nproc_per_node ranks of itself (default 2). As a rank (started by the launcher, torchrun,
-// mpirun or srun) it joins the group and trains (training_run.h). Exit codes: 0 done, 1 a rank
-// failed (its error is printed), 2 bad input, 3 stopped by SIGINT/SIGTERM.
+// mpirun or srun) it takes the device run.device resolves to for its LOCAL_RANK
+// (device_placement.h), joins the group and trains (training_run.h). Exit codes: 0 done, 1 a rank
+// failed (its error is printed), 2 bad input (a placement that cannot work included), 3 stopped by
+// SIGINT/SIGTERM.
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "trainer/advisor/advisor_flags.h"
 #include "trainer/config/config_loader.h"
 #include "trainer/config/config_validate.h"
+#include "trainer/device_placement.h"
 #include "trainer/main_flags.h"
 #include "trainer/run_checks.h"
 #include "trainer/training_run.h"
@@ -75,17 +78,62 @@ absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const Trainer
   return advisor::EstimateMemoryReport(in);
 }
 
-int RunRank(const MainFlags& flags, const TrainerConfig& config) {
+comm::BackendKind BackendKind(DistBackend b) {
+  switch (b) {
+    case DistBackend::kNccl:
+      return comm::BackendKind::kNccl;
+    case DistBackend::kShm:
+      return comm::BackendKind::kShm;
+    case DistBackend::kGloo:
+    case DistBackend::kAuto:  // ResolvePlacement never leaves it
+      break;
+  }
+  return comm::BackendKind::kGloo;
+}
+
+// The launcher's check of its whole node, before it starts any rank: one line and exit 2 instead
+// of every rank failing alike.
+absl::Status CheckNodePlacement(const TrainerConfig& config, int local_ranks) {
+  const CudaDevices cuda = VisibleCudaDevices();
+  for (int local_rank = 0; local_rank < local_ranks; ++local_rank) {
+    ZT_RETURN_IF_ERROR(ResolvePlacement(config.run, local_rank, local_ranks, cuda).status());
+  }
+  return absl::OkStatus();
+}
+
+// This rank's device and backend, from the variables its launcher set; no rendezvous yet, so a
+// bad placement ends this rank at once (exit 2) rather than leaving the others waiting.
+absl::StatusOr<TrainerConfig> PlaceRank(const TrainerConfig& config,
+                                        const comm::RendezvousInfo& info) {
+  ZT_ASSIGN_OR_RETURN(const int local_world_size, LocalWorldSizeFromEnv());
+  ZT_ASSIGN_OR_RETURN(
+      const Placement placement,
+      ResolvePlacement(config.run, info.local_rank, local_world_size, VisibleCudaDevices()));
+  TrainerConfig placed = config;
+  placed.engine.device = placement.device;
+  placed.run.dist_backend = placement.backend;
+  return placed;
+}
+
+int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
   comm::DieWithLauncher();
-  int rank = -1;
+  // Only reads the variables (Main has already); the rendezvous is ProcessGroup::Create's.
+  auto info = comm::RendezvousFromEnv();
+  auto placed = info.ok() ? PlaceRank(unplaced, *info) : info.status();
+  if (!placed.ok()) {
+    comm::ReportRankError(std::string(placed.status().message()));
+    return Fail(kBadInput, std::string(placed.status().message()));
+  }
+  const TrainerConfig& config = *placed;
+  const int rank = info->rank;
   absl::Status s = [&]() -> absl::Status {
-    ZT_ASSIGN_OR_RETURN(const comm::RendezvousInfo info, comm::RendezvousFromEnv());
-    rank = info.rank;
+    // NCCL binds its communicator to the current device when the group is made.
+    ZT_RETURN_IF_ERROR(UseDevice(config.engine.device));
     comm::GroupOptions options;
     options.log_ops = config.comms_logger.enabled;
     options.check_calls = config.run.check_calls;
-    if (config.run.shm_backend) options.backend = comm::BackendKind::kShm;
-    ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(info, options));
+    options.backend = BackendKind(config.run.dist_backend);
+    ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(*info, options));
     ZT_RETURN_IF_ERROR(TrainGpt(config, group.get(), {.memory_summary = flags.memory_summary}));
     if (config.comms_logger.enabled && rank == 0) {
       std::printf("\ncollectives of rank 0:\n%s", group->log().Summary().c_str());
@@ -140,11 +188,15 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (InJob(*flags)) return RunRank(*flags, *config);
+  const int local_ranks = flags->nproc_per_node > 0 ? flags->nproc_per_node : kDefaultRanks;
+  if (absl::Status s = CheckNodePlacement(*config, local_ranks); !s.ok()) {
+    return Fail(kBadInput, std::string(s.message()));
+  }
   if (absl::Status s = CheckRunInputs(*config, *world); !s.ok()) {
     return Fail(kBadInput, std::string(s.message()));
   }
   comm::LaunchOptions launch;
-  launch.nproc_per_node = flags->nproc_per_node > 0 ? flags->nproc_per_node : kDefaultRanks;
+  launch.nproc_per_node = local_ranks;
   launch.nnodes = flags->nnodes;
   launch.node_rank = flags->node_rank;
   launch.master_addr = flags->master_addr;

@@ -1,7 +1,9 @@
 // //trainer:main as a user runs it, in a child process: a short 2-rank run whose loss falls and
-// whose monitors are written; a rank killed mid-run ends the job within seconds with that rank
-// named; and each kind of bad input exits 2 with one line naming the field or file and value,
-// having written nothing.
+// whose monitors are written; the banner and summary naming the device and offload tiers; a rank
+// killed mid-run ends the job within seconds with that rank named; and each kind of bad input
+// (a placement that cannot work included, from our launcher or in a rank of another one) exits 2
+// with one line naming the field or file and value, having written nothing. Every run here is a
+// CPU run: main() hides any GPU from the children.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "checkpoint/checkpoint_reader.h"
@@ -72,8 +75,10 @@ std::string WriteConfig(const std::string& dir, const std::string& out_dir, int 
   return path;
 }
 
+// `env` entries ("NAME=value") are added to the test's environment.
 Result RunMain(const std::vector<std::string>& flags, const std::string& dir,
-               const std::function<void(pid_t)>& during = nullptr) {
+               const std::function<void(pid_t)>& during = nullptr,
+               const std::vector<std::string>& env = {}) {
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
   posix_spawn_file_actions_addopen(&files, 1, (dir + "/stdout").c_str(),
@@ -85,10 +90,15 @@ Result RunMain(const std::vector<std::string>& flags, const std::string& dir,
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_strings = env;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   Result r;
   const auto start = std::chrono::steady_clock::now();
   pid_t pid = -1;
-  if (posix_spawn(&pid, g_main.c_str(), &files, nullptr, argv.data(), environ) != 0) return r;
+  if (posix_spawn(&pid, g_main.c_str(), &files, nullptr, argv.data(), envp.data()) != 0) return r;
   posix_spawn_file_actions_destroy(&files);
   if (during) during(pid);
   int status = 0;
@@ -118,6 +128,14 @@ TEST(MainTest, TwoRankRunLearnsAndWritesItsMonitors) {
   ASSERT_GE(losses.size(), 3u) << r.out;
   EXPECT_LT(losses.back(), losses.front() - 0.5) << r.out;  // from ~5.5 nats at random init
   EXPECT_NE(r.out.find("2 ranks (gloo), ZeRO stage 2, bf16"), std::string::npos) << r.out;
+  // "auto" found no GPU: the CPU, over Gloo; nothing offloaded; no device memory to report.
+  EXPECT_NE(r.out.find("zerotrain: device cpu | offload: optimizer states -> none, params -> none"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n         offload: optimizer states -> none, params -> none\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("cuda"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sample (20 tokens"), std::string::npos) << r.out;
   const std::string csv = Read(out_dir + "/t/metrics.csv");
   EXPECT_NE(csv.find("loss"), std::string::npos);
@@ -149,6 +167,50 @@ TEST(MainTest, SharedMemoryBackendTrainsLikeGloo) {
   }
   EXPECT_EQ(losses[0], losses[1]);
   EXPECT_LT(losses[1].back(), losses[1].front());
+}
+
+// The shipped NVMe offload config (stage 3, optimizer states swapped to /tmp) on a tiny model: the
+// banner and the summary name the tiers.
+TEST(MainTest, BannerAndSummaryNameTheOffloadTiers) {
+  const std::string dir = Dir("offload_tiers");
+  const std::string pbtxt = dir + "/run.pbtxt";
+  std::ofstream(pbtxt) << "model { name: \"gpt\" n_layer: 2 n_head: 2 n_embd: 64 block_size: 32 }\n"
+                          "run { steps: 2 seed: 1 output_dir: \""
+                       << dir << "/out\" eval_interval: 0 eval_iters: 1 sample_tokens: 0 }\n";
+  const Result r =
+      RunMain({"--config=" + pbtxt, "--ds_config=trainer/configs/offload_nvme.json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ZeRO stage 3"), std::string::npos) << r.out;
+  const std::string tiers = "offload: optimizer states -> nvme (/tmp), params -> none";
+  EXPECT_NE(r.out.find("zerotrain: device cpu | " + tiers + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n         " + tiers + "\n"), std::string::npos) << r.out;
+}
+
+// A rank of another launcher (torchrun's variables) checks its placement before the rendezvous:
+// rank 1 of 2, whose rank 0 never comes, fails at once instead of after the store's timeout.
+TEST(MainTest, RankOfAnotherLauncherRefusesABadPlacementBeforeTheRendezvous) {
+  const std::string dir = Dir("torchrun_rank");
+  const std::string out_dir = dir + "/out";
+  const std::vector<std::string> torchrun = {"RANK=1",
+                                             "WORLD_SIZE=2",
+                                             "LOCAL_RANK=1",
+                                             "LOCAL_WORLD_SIZE=2",
+                                             "MASTER_ADDR=127.0.0.1",
+                                             "MASTER_PORT=29511"};
+  for (const auto& [name, run, needle] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"cuda", "device: \"cuda\"", "run.device = \"cuda\": "},
+           {"nccl", "dist_backend: \"nccl\"", "run.dist_backend = \"nccl\": NCCL needs a GPU"}}) {
+    SCOPED_TRACE(name);
+    const std::string config = WriteConfig(
+        dir, out_dir, 3, {{"run", "run { steps: 3 output_dir: \"" + out_dir + "\" " + run + " }"}});
+    const Result r = RunMain({"--config=" + config}, dir, nullptr, torchrun);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_LT(r.seconds, 30.0);  // the rendezvous would wait 300 s for rank 0
+    EXPECT_FALSE(fs::exists(out_dir));
+  }
 }
 
 // All child pids of `parent` (the launcher's ranks).
@@ -310,6 +372,23 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
        {{"model", "model { name: \"gpt\" n_layer: 1 n_head: 1 n_embd: 8 block_size: 1000000 }"}},
        {},
        "block_size"},
+      {"cuda_without_gpu",
+       {{"run", "run { steps: 3 output_dir: \"" + root + "/out3\" device: \"cuda\" }"}},
+       {},
+       "run.device = \"cuda\": "},
+      {"nccl_without_gpu",
+       {{"run", "run { steps: 3 output_dir: \"" + root + "/out4\" dist_backend: \"nccl\" }"}},
+       {},
+       "run.dist_backend = \"nccl\": NCCL needs a GPU"},
+      {"nccl_on_cpu",
+       {{"run", "run { steps: 3 output_dir: \"" + root +
+                    "/out5\" device: \"cpu\" dist_backend: \"nccl\" }"}},
+       {},
+       "run.dist_backend = \"nccl\": NCCL moves CUDA tensors only"},
+      {"unknown_device",
+       {{"run", "run { steps: 3 output_dir: \"" + root + "/out6\" device: \"tpu\" }"}},
+       {},
+       "run.device = \"tpu\""},
       {"earlier_checkpoints",
        {{"run", "run { steps: 3 save_interval: 1 output_dir: \"" + root + "/earlier\" }"}},
        {},
@@ -339,5 +418,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_main = argv[1];
+  // These are tests of CPU runs ("auto" must find no GPU, "cuda" must be refused) whatever the
+  // machine; the children inherit this.
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
   return RUN_ALL_TESTS();
 }

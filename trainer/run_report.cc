@@ -26,7 +26,25 @@ double Now() {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr char kEvalLoss[] = "eval_loss";
 
+std::string Tier(const char* what, engine::OffloadDevice d, const std::string& nvme_path,
+                 bool pinned) {
+  std::string tier = absl::StrCat(what, " -> ", engine::OffloadDeviceName(d));
+  if (d == engine::OffloadDevice::kNvme) absl::StrAppend(&tier, " (", nvme_path, ")");
+  if (d == engine::OffloadDevice::kCpu && pinned) absl::StrAppend(&tier, " (pinned)");
+  return tier;
+}
+
 }  // namespace
+
+std::string OffloadSummary(const engine::EngineOptions& o) {
+  // Host memory is only page-locked when a GPU is there to copy from it.
+  const bool cuda = o.device.is_cuda();
+  return absl::StrCat(Tier("optimizer states", o.offload_optimizer.device,
+                           o.offload_optimizer.nvme_path, cuda && o.offload_optimizer.pin_memory),
+                      ", ",
+                      Tier("params", o.offload_param.device, o.offload_param.nvme_path,
+                           cuda && o.offload_param.pin_memory));
+}
 
 absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig& config,
                                                              comm::ProcessGroup* group,
@@ -35,41 +53,84 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
   std::unique_ptr<RunReport> r(new RunReport(config, group, engine));
   if (group->rank() != 0) return r;
   namespace n = metrics::names;
-  ZT_ASSIGN_OR_RETURN(r->sink_, metrics::MetricsSink::Create(
-                                    config.metrics,
-                                    {n::kLoss, n::kLr, n::kLossScale, n::kSamplesPerSec,
-                                     n::kTokensPerSec, n::kMsPerStep, n::kForwardMs, n::kBackwardMs,
-                                     n::kCommMs, n::kStepMs, n::kRssMb, n::kPeakRssMb, kEvalLoss},
-                                    /*append=*/!config.run.resume_from.empty()));
+  std::vector<std::string> columns = {n::kLoss,          n::kLr,           n::kLossScale,
+                                      n::kSamplesPerSec, n::kTokensPerSec, n::kMsPerStep,
+                                      n::kForwardMs,     n::kBackwardMs,   n::kCommMs,
+                                      n::kStepMs,        n::kRssMb,        n::kPeakRssMb};
+  if (r->on_cuda()) {
+    columns.push_back(n::kDevicePeakAllocatedMb);
+    columns.push_back(n::kDevicePeakReservedMb);
+  }
+  columns.push_back(kEvalLoss);
+  ZT_ASSIGN_OR_RETURN(r->sink_,
+                      metrics::MetricsSink::Create(config.metrics, columns,
+                                                   /*append=*/!config.run.resume_from.empty()));
   const engine::BatchSizes& b = engine.batch();
   const GptOptions& m = config.model;
   std::printf(
       "zerotrain: GPT %.2fM parameters (%lld layers, %lld heads, d_model %lld, context %lld), "
       "%d ranks (%s), ZeRO stage %d, %s\n"
       "zerotrain: batch %lld = micro %lld x accumulation %lld x %d ranks; %lld steps; data: %s "
-      "(%lld train / %lld eval tokens)\n",
+      "(%lld train / %lld eval tokens)\n"
+      "zerotrain: device %s | offload: %s\n",
       GptParameterCount(m) / 1e6, static_cast<long long>(m.n_layer),
       static_cast<long long>(m.n_head), static_cast<long long>(m.n_embd),
       static_cast<long long>(m.block_size), group->world_size(),
-      config.run.shm_backend ? "shm" : "gloo", config.engine.stage,
+      DistBackendName(config.run.dist_backend), config.engine.stage,
       engine::PrecisionName(config.engine.precision), static_cast<long long>(b.train_batch_size),
       static_cast<long long>(b.micro_batch_size),
       static_cast<long long>(b.gradient_accumulation_steps), group->world_size(),
       static_cast<long long>(config.run.steps), data.source().c_str(),
-      static_cast<long long>(data.train_tokens()), static_cast<long long>(data.eval_tokens()));
+      static_cast<long long>(data.train_tokens()), static_cast<long long>(data.eval_tokens()),
+      r->on_cuda() ? absl::StrCat("cuda (rank 0 on ", config.engine.device.str(), ")").c_str()
+                   : "cpu",
+      OffloadSummary(config.engine).c_str());
   std::fflush(stdout);
   return r;
 }
 
 void RunReport::Start() { start_ = Now(); }
 
-absl::StatusOr<std::pair<double, double>> RunReport::MaxRss() {
+absl::StatusOr<RunReport::Memory> RunReport::MaxMemory() {
   ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
-  at::Tensor v =
-      at::tensor({static_cast<double>(usage.rss_bytes), static_cast<double>(usage.peak_rss_bytes)},
-                 at::kDouble);
+  std::vector<double> values = {static_cast<double>(usage.rss_bytes),
+                                static_cast<double>(usage.peak_rss_bytes)};
+  if (on_cuda()) {
+    ZT_ASSIGN_OR_RETURN(const metrics::DeviceMemoryStats d,
+                        metrics::ReadCudaMemoryStats(config_.engine.device.index()));
+    values.push_back(static_cast<double>(d.peak_allocated_bytes));
+    values.push_back(static_cast<double>(d.peak_reserved_bytes));
+  }
+  // One collective for all of them; every rank has the same device type, so the same length.
+  at::Tensor v = at::tensor(values, at::TensorOptions().dtype(at::kDouble));
   ZT_RETURN_IF_ERROR(group_->AllReduce(v, comm::ReduceOp::kMax));
-  return std::make_pair(v[0].item<double>(), v[1].item<double>());
+  Memory m;
+  m.rss = v[0].item<double>();
+  m.peak_rss = v[1].item<double>();
+  if (on_cuda()) {
+    m.device_peak_allocated = v[2].item<double>();
+    m.device_peak_reserved = v[3].item<double>();
+  }
+  peak_.peak_rss = std::max(peak_.peak_rss, m.peak_rss);
+  peak_.device_peak_allocated = std::max(peak_.device_peak_allocated, m.device_peak_allocated);
+  peak_.device_peak_reserved = std::max(peak_.device_peak_reserved, m.device_peak_reserved);
+  return m;
+}
+
+absl::StatusOr<std::vector<std::pair<double, double>>> RunReport::DevicePeaksByRank() {
+  ZT_ASSIGN_OR_RETURN(const metrics::DeviceMemoryStats d,
+                      metrics::ReadCudaMemoryStats(config_.engine.device.index()));
+  at::Tensor mine = at::tensor(
+      {static_cast<double>(d.peak_allocated_bytes), static_cast<double>(d.peak_reserved_bytes)},
+      at::kDouble);
+  const int world = group_->world_size();
+  at::Tensor all = at::empty({2 * world}, at::kDouble);
+  ZT_RETURN_IF_ERROR(group_->AllGather(mine, all));
+  std::vector<std::pair<double, double>> out;
+  for (int r = 0; r < world; ++r) {
+    out.emplace_back(all[2 * r].item<double>(), all[2 * r + 1].item<double>());
+  }
+  return out;
 }
 
 absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
@@ -81,10 +142,9 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
   const RunOptions& run = config_.run;
   const bool print = run.steps_per_print > 0 &&
                      (step % run.steps_per_print == 0 || steps_run_ == 1 || step == run.steps);
-  double rss = 0, peak = 0;
+  Memory memory;
   if (print) {
-    ZT_ASSIGN_OR_RETURN(std::tie(rss, peak), MaxRss());
-    peak_rss_ = std::max(peak_rss_, peak);
+    ZT_ASSIGN_OR_RETURN(memory, MaxMemory());
   }
   if (group_->rank() != 0) return absl::OkStatus();
   const double samples = static_cast<double>(engine_.batch().train_batch_size);
@@ -102,24 +162,32 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
       {metrics::names::kStepMs, 1e3 * t.step},
   };
   if (print) {
-    row.push_back({metrics::names::kRssMb, rss / kMiB});
-    row.push_back({metrics::names::kPeakRssMb, peak / kMiB});
-    PrintProgress(step, loss, window_seconds_ / window_steps_, rss, peak);
+    row.push_back({metrics::names::kRssMb, memory.rss / kMiB});
+    row.push_back({metrics::names::kPeakRssMb, memory.peak_rss / kMiB});
+    if (on_cuda()) {
+      row.push_back({metrics::names::kDevicePeakAllocatedMb, memory.device_peak_allocated / kMiB});
+      row.push_back({metrics::names::kDevicePeakReservedMb, memory.device_peak_reserved / kMiB});
+    }
+    PrintProgress(step, loss, window_seconds_ / window_steps_, memory);
     window_seconds_ = 0;
     window_steps_ = 0;
   }
   return sink_->Write(step, row);
 }
 
-void RunReport::PrintProgress(int64_t step, double loss, double seconds, double rss,
-                              double peak) const {
+void RunReport::PrintProgress(int64_t step, double loss, double seconds,
+                              const Memory& memory) const {
   const double samples = static_cast<double>(engine_.batch().train_batch_size) / seconds;
   std::string line = absl::StrFormat(
       "step %*lld/%lld | loss %.4f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.0f ms/step | "
       "rss %.0f MiB (peak %.0f)",
       static_cast<int>(std::to_string(config_.run.steps).size()), static_cast<long long>(step),
       static_cast<long long>(config_.run.steps), loss, engine_.lr(), samples,
-      samples * config_.model.block_size, 1e3 * seconds, rss / kMiB, peak / kMiB);
+      samples * config_.model.block_size, 1e3 * seconds, memory.rss / kMiB, memory.peak_rss / kMiB);
+  if (on_cuda()) {
+    absl::StrAppendFormat(&line, " | cuda peak %.0f MiB allocated, %.0f MiB reserved",
+                          memory.device_peak_allocated / kMiB, memory.device_peak_reserved / kMiB);
+  }
   if (config_.engine.precision == engine::Precision::kFloat16) {
     absl::StrAppendFormat(&line, " | loss scale %.0f", engine_.loss_scale());
   }
@@ -166,8 +234,11 @@ absl::Status RunReport::Resumed(const std::string& dir, int64_t step) {
 }
 
 absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
-  ZT_ASSIGN_OR_RETURN(auto rss, MaxRss());
-  peak_rss_ = std::max(peak_rss_, rss.second);
+  ZT_RETURN_IF_ERROR(MaxMemory().status());  // the peaks, up to now
+  std::vector<std::pair<double, double>> device_peaks;
+  if (on_cuda()) {
+    ZT_ASSIGN_OR_RETURN(device_peaks, DevicePeaksByRank());
+  }
   if (memory_summary) {
     // Rank by rank, so the lines do not interleave.
     for (int r = 0; r < group_->world_size(); ++r) {
@@ -180,9 +251,11 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
             b.total() / kMiB, b.params / kMiB, b.grads / kMiB, b.master / kMiB,
             b.optimizer_states / kMiB, engine_.formula_bytes() / kMiB);
         std::vector<std::string> lines = {states};
-        // On a CUDA build with a visible device; CPU runs have nothing to add.
-        if (auto device = metrics::ReadCudaMemoryStats(0); device.ok()) {
-          lines.push_back(metrics::DeviceMemoryLine(*device));
+        // This rank's own device; CPU runs have nothing to add.
+        if (on_cuda()) {
+          ZT_ASSIGN_OR_RETURN(const metrics::DeviceMemoryStats device,
+                              metrics::ReadCudaMemoryStats(config_.engine.device.index()));
+          lines.push_back(metrics::DeviceMemoryLine(device));
         }
         std::printf("memory, rank %d:\n%s", r, metrics::MemorySummary(usage, lines).c_str());
         std::fflush(stdout);
@@ -203,8 +276,17 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
       first_eval_loss_ < 0
           ? "no eval split (data.eval_fraction = 0)"
           : absl::StrFormat("eval loss %.4f -> %.4f", first_eval_loss_, last_eval_loss_).c_str(),
-      per_rank, per_rank * config_.model.block_size, peak_rss_ / kMiB,
+      per_rank, per_rank * config_.model.block_size, peak_.peak_rss / kMiB,
       engine_.model_state_bytes().total() / kMiB);
+  std::printf("         offload: %s\n", OffloadSummary(config_.engine).c_str());
+  if (!device_peaks.empty()) {
+    std::string line = "         cuda peak memory (caching allocator, MiB allocated / reserved):";
+    for (size_t r = 0; r < device_peaks.size(); ++r) {
+      absl::StrAppendFormat(&line, "%s rank %d %.0f / %.0f", r == 0 ? "" : ",", static_cast<int>(r),
+                            device_peaks[r].first / kMiB, device_peaks[r].second / kMiB);
+    }
+    std::printf("%s\n", line.c_str());
+  }
   if (!sink_->csv_path().empty()) std::printf("         csv: %s\n", sink_->csv_path().c_str());
   if (!sink_->tensorboard_path().empty()) {
     std::printf("         tensorboard: %s\n", sink_->tensorboard_path().c_str());

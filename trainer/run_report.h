@@ -1,8 +1,9 @@
-// RunReport: what a //trainer:main run tells its user — a header naming the run, a progress line
-// every steps_per_print steps (loss, lr, loss scale, throughput, step time, memory, and with
-// wall_clock_breakdown the engine's time split), eval losses, the monitors (CSV/TensorBoard) and
-// the final summary with a generated sample. Every rank calls every method at the same steps
-// (some take collectives); only rank 0 prints and writes files.
+// RunReport: what a //trainer:main run tells its user — a header naming the run, its device and
+// offload tiers, a progress line every steps_per_print steps (loss, lr, loss scale, throughput,
+// step time, host memory, on CUDA the caching allocator's peaks, and with wall_clock_breakdown
+// the engine's time split), eval losses, the monitors (CSV/TensorBoard) and the final summary with
+// a generated sample. Every rank calls every method at the same steps (some take collectives);
+// only rank 0 prints and writes files.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,10 @@
 #include "trainer/model/gpt.h"
 
 namespace zerotrain::trainer {
+
+// "optimizer states -> nvme (/mnt/nvme), params -> none": where the offload sections put the
+// optimizer states and (stage 3) the parameters.
+std::string OffloadSummary(const engine::EngineOptions& options);
 
 class RunReport {
  public:
@@ -40,9 +45,18 @@ class RunReport {
  private:
   RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const engine::Engine& engine)
       : config_(config), group_(group), engine_(engine) {}
-  // The largest current and peak RSS over ranks, in bytes (a collective).
-  absl::StatusOr<std::pair<double, double>> MaxRss();
-  void PrintProgress(int64_t step, double loss, double seconds, double rss, double peak) const;
+  // Bytes, each the largest over ranks.
+  struct Memory {
+    double rss = 0, peak_rss = 0;
+    // On CUDA: the caching allocator's peaks since the run began; 0 on the CPU.
+    double device_peak_allocated = 0, device_peak_reserved = 0;
+  };
+  bool on_cuda() const { return config_.engine.device.is_cuda(); }
+  // This rank's reading, then the largest over ranks (a collective).
+  absl::StatusOr<Memory> MaxMemory();
+  // Each rank's device peaks (allocated, reserved) in bytes, in rank order (a collective; CUDA).
+  absl::StatusOr<std::vector<std::pair<double, double>>> DevicePeaksByRank();
+  void PrintProgress(int64_t step, double loss, double seconds, const Memory& memory) const;
 
   const TrainerConfig& config_;
   comm::ProcessGroup* group_;
@@ -55,7 +69,7 @@ class RunReport {
   double train_seconds_ = 0;  // all steps but the first (warm-up)
   double first_loss_ = 0, last_loss_ = 0, last_eval_loss_ = 0, first_eval_loss_ = -1;
   std::string last_checkpoint_;  // "" = none saved
-  double peak_rss_ = 0;
+  Memory peak_;                  // the largest peaks seen at a progress line or the end
 };
 
 }  // namespace zerotrain::trainer

@@ -13,6 +13,7 @@
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
 #include "trainer/model/gpt.h"
+#include "trainer/out_of_memory.h"
 #include "trainer/run_report.h"
 
 namespace zerotrain::trainer {
@@ -36,6 +37,25 @@ struct Trainer {
   std::unique_ptr<RunReport> report;
 };
 
+// A CUDA out-of-memory error from `phase` becomes the one line out_of_memory.h writes; any other
+// status passes through.
+absl::Status InPhase(const Trainer& t, RunPhase phase, absl::Status s) {
+  if (s.ok()) return s;
+  const std::string message(s.message());
+  if (!IsCudaOutOfMemory(message)) return s;
+  return absl::ResourceExhaustedError(OutOfMemoryLine(t.config, t.group->rank(), phase, message));
+}
+
+// The sampler's batches are built on the CPU; the model lives on engine.device.
+Batch OnDevice(const Trainer& t, Batch b) {
+  const c10::Device device = t.config.engine.device;
+  if (b.x.device() != device) {
+    b.x = b.x.to(device);
+    b.y = b.y.to(device);
+  }
+  return b;
+}
+
 absl::Status Setup(Trainer& t) {
   const TrainerConfig& c = t.config;
   // The same seed everywhere; the engine also starts every rank from rank 0's parameters.
@@ -57,7 +77,10 @@ absl::Status Setup(Trainer& t) {
   }
   ZT_ASSIGN_OR_RETURN(t.model, MakeGpt(model_options));
   ZT_RETURN_IF_ERROR(partitioned);
-  ZT_ASSIGN_OR_RETURN(t.engine, engine::Engine::Create(*t.model, engine_options, t.group));
+  // Create moves the module to engine_options.device (the rank's, from its placement).
+  auto engine = engine::Engine::Create(*t.model, engine_options, t.group);
+  ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kSetup, engine.status()));
+  t.engine = *std::move(engine);
   ZT_ASSIGN_OR_RETURN(
       auto sampler,
       DistributedSampler::Create(t.data->NumTrainWindows(), t.group->world_size(), t.group->rank(),
@@ -84,18 +107,19 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
   double loss_sum = 0;
   const int64_t gas = t.engine->batch().gradient_accumulation_steps;
   for (int64_t micro = 0; micro < gas; ++micro) {
-    const Batch batch = t.sampler->NextBatch(*t.data);
     at::Tensor loss;
     try {
+      const Batch batch = OnDevice(t, t.sampler->NextBatch(*t.data));
       auto forward = t.engine->BeginForward();  // stage 3 gathers parameters inside it
       loss = GptLoss(t.model->forward(batch.x), batch.y);
       loss_sum += loss.item<double>();
-    } catch (const c10::Error& e) {
-      return absl::InternalError(
-          absl::StrCat("forward on rank ", t.group->rank(), ": ", e.what_without_backtrace()));
+    } catch (const c10::Error& e) {  // c10::OutOfMemoryError included
+      return InPhase(t, RunPhase::kForward,
+                     absl::InternalError(absl::StrCat("forward on rank ", t.group->rank(), ": ",
+                                                      e.what_without_backtrace())));
     }
-    ZT_RETURN_IF_ERROR(t.engine->Backward(loss));
-    ZT_RETURN_IF_ERROR(t.engine->Step());
+    ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kBackward, t.engine->Backward(loss)));
+    ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kStep, t.engine->Step()));
   }
   return loss_sum / static_cast<double>(gas);
 }
@@ -110,13 +134,15 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
     torch::NoGradGuard no_grad;
     t.model->eval();
     for (Batch b; batches.Next(&b); ++n) {
+      b = OnDevice(t, std::move(b));
       auto forward = t.engine->BeginForward();  // one forward each, as in training (stage 3)
       sum += GptLoss(t.model->forward(b.x), b.y).item<double>();
     }
     t.model->train();
   } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("eval on rank ", t.group->rank(), ": ", e.what_without_backtrace()));
+    return InPhase(t, RunPhase::kEval,
+                   absl::InternalError(absl::StrCat("eval on rank ", t.group->rank(), ": ",
+                                                    e.what_without_backtrace())));
   }
   return GlobalMean(t.group, n > 0 ? sum / static_cast<double>(n) : 0.0);
 }
@@ -141,10 +167,11 @@ absl::Status Save(Trainer& t, int64_t step) {
   // Tagged by the trainer's step, which skipped fp16 steps advance too (as DeepSpeed's
   // global_steps), so two saves never meet on one tag.
   const std::string tag = absl::StrCat("global_step", step);
-  ZT_RETURN_IF_ERROR(
+  ZT_RETURN_IF_ERROR(InPhase(
+      t, RunPhase::kCheckpoint,
       t.engine->SaveCheckpoint(CheckpointDir(t.config.run), tag,
                                {{kTrainerStep, std::to_string(step)},
-                                {kSamplerPosition, std::to_string(t.sampler->position())}}));
+                                {kSamplerPosition, std::to_string(t.sampler->position())}})));
   return t.report->Saved(step, CheckpointDir(t.config.run) + "/" + tag, Now() - start);
 }
 
@@ -152,7 +179,9 @@ absl::Status Save(Trainer& t, int64_t step) {
 absl::StatusOr<int64_t> Resume(Trainer& t) {
   const std::string& dir = t.config.run.resume_from;
   if (dir.empty()) return 0;
-  ZT_ASSIGN_OR_RETURN(auto client, t.engine->LoadCheckpoint(dir));
+  auto loaded = t.engine->LoadCheckpoint(dir);
+  ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kCheckpoint, loaded.status()));
+  auto client = *std::move(loaded);
   int64_t step = 0, position = 0;
   if (!absl::SimpleAtoi(client[kTrainerStep], &step) ||
       !absl::SimpleAtoi(client[kSamplerPosition], &position) || step < 0 || position < 0) {
@@ -198,9 +227,11 @@ absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
   for (const at::Tensor& p : t.model->parameters()) {
     if (p.requires_grad()) trainable.push_back(p);
   }
-  ZT_ASSIGN_OR_RETURN(auto gathered, t.engine->GatherParameters(trainable));
-  ZT_RETURN_IF_ERROR(t.report->Finish(*t.model, outputs.memory_summary));
-  return gathered->Close();
+  auto gathered = t.engine->GatherParameters(trainable);
+  ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kSample, gathered.status()));
+  ZT_RETURN_IF_ERROR(
+      InPhase(t, RunPhase::kSample, t.report->Finish(*t.model, outputs.memory_summary)));
+  return (*gathered)->Close();
 }
 
 }  // namespace zerotrain::trainer

@@ -45,6 +45,9 @@ const std::map<std::string, Rule>& Rules() {
       {"train_batch_size", [](TrainerConfigProto*) {}},
       {"train_micro_batch_size_per_gpu", [](TrainerConfigProto*) {}},
       {"gradient_accumulation_steps", [](TrainerConfigProto*) {}},
+      // Placement: unset is "auto", which each rank resolves against the GPUs it sees.
+      {"run.device", [](TrainerConfigProto*) {}},
+      {"run.dist_backend", [](TrainerConfigProto*) {}},
       {"zero_optimization.reduce_bucket_size",
        [](TrainerConfigProto* c) {
          c->mutable_zero_optimization()->set_reduce_bucket_size(Width(*c) * Width(*c));

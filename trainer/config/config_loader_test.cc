@@ -170,6 +170,19 @@ TEST(ConfigLoader, AutoTakesThePbtxtValueOrFollowsTheModel) {
   EXPECT_EQ(v->batch.train_batch_size, 4 * 2 * 2);
 }
 
+TEST(ConfigLoader, JsonPlacementKeysAndTheirAuto) {
+  std::vector<std::string> warnings;
+  TrainerConfigProto c = Load({"", std::string(kTestdata) + "ds_placement.json"}, &warnings);
+  EXPECT_EQ(c.run().dist_backend(), "nccl");
+  EXPECT_FALSE(c.run().has_device());  // "auto" is the unset default, resolved per rank
+  EXPECT_TRUE(warnings.empty());
+  absl::StatusOr<TrainerConfig> v = ValidateConfig(c, 2, &warnings);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->run.device, DeviceRequest::kAuto);
+  EXPECT_EQ(v->run.dist_backend, DistBackend::kNccl);
+  EXPECT_THAT(PrintConfig(v->effective), HasSubstr("device: \"auto\""));
+}
+
 TEST(ConfigLoader, AutoWithNothingToDeriveItFromNamesTheField) {
   std::string s = LoadError({"", std::string(kTestdata) + "ds_hf_auto.json"});
   EXPECT_THAT(s, HasSubstr("ds_hf_auto.json: gradient_clipping is \"auto\""));

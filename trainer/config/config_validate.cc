@@ -228,6 +228,20 @@ absl::Status PrecisionToEngine(const TrainerConfigProto& c, engine::EngineOption
 
 }  // namespace
 
+const char* DistBackendName(DistBackend backend) {
+  switch (backend) {
+    case DistBackend::kGloo:
+      return "gloo";
+    case DistBackend::kShm:
+      return "shm";
+    case DistBackend::kNccl:
+      return "nccl";
+    case DistBackend::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, int world_size,
                                              std::vector<std::string>* warnings) {
   // Every section is read from `config`, whose getters give the declared defaults; `effective`

@@ -19,6 +19,14 @@
 
 namespace zerotrain::trainer {
 
+// run.device. device_placement.h resolves it on each rank: "auto" and "cuda" mean
+// cuda:LOCAL_RANK there.
+enum class DeviceRequest { kAuto, kCuda, kCpu };
+
+// run.dist_backend; kAuto is NCCL on CUDA and Gloo on the CPU, resolved with the device.
+enum class DistBackend { kAuto, kGloo, kShm, kNccl };
+const char* DistBackendName(DistBackend backend);  // "auto", "gloo", "shm", "nccl"
+
 // The trainer loop's own settings (run section plus DeepSpeed's logging keys).
 struct RunOptions {
   int64_t steps = 0;  // optimizer steps
@@ -32,7 +40,9 @@ struct RunOptions {
   int64_t save_interval = 0;  // checkpoints into <output_dir>/checkpoints; 0 = none
   std::string resume_from;    // a checkpoint directory to continue from; "" = fresh start
   bool check_calls = true;    // comm::GroupOptions::check_calls
-  bool shm_backend = false;   // run.dist_backend "shm": comm::BackendKind::kShm, else kGloo
+  DeviceRequest device = DeviceRequest::kAuto;
+  // As configured; a rank's copy holds the resolved backend (never kAuto) once placed.
+  DistBackend dist_backend = DistBackend::kAuto;
 };
 
 // DeepSpeed's comms_logger. The comm layer records every op when GroupOptions::log_ops is set

@@ -81,11 +81,35 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   run->save_interval = r.save_interval();
   run->resume_from = r.resume_from();
   run->check_calls = r.check_calls();
-  if (r.dist_backend() != "gloo" && r.dist_backend() != "shm") {
-    return Invalid("run.dist_backend", absl::StrCat("\"", r.dist_backend(), "\""),
-                   "unknown backend (known: gloo, shm)");
+  const std::string device = absl::AsciiStrToLower(r.device());
+  if (device == "auto") {
+    run->device = DeviceRequest::kAuto;
+  } else if (device == "cuda") {
+    run->device = DeviceRequest::kCuda;
+  } else if (device == "cpu") {
+    run->device = DeviceRequest::kCpu;
+  } else {
+    return Invalid("run.device", absl::StrCat("\"", r.device(), "\""),
+                   "expected auto, cuda or cpu (each rank uses cuda:LOCAL_RANK; no index here)");
   }
-  run->shm_backend = r.dist_backend() == "shm";
+  const std::string backend = absl::AsciiStrToLower(r.dist_backend());
+  bool known = false;
+  for (DistBackend b :
+       {DistBackend::kAuto, DistBackend::kGloo, DistBackend::kShm, DistBackend::kNccl}) {
+    if (backend == DistBackendName(b)) {
+      run->dist_backend = b;
+      known = true;
+    }
+  }
+  if (!known) {
+    return Invalid("run.dist_backend", absl::StrCat("\"", r.dist_backend(), "\""),
+                   "unknown backend (known: auto, nccl, gloo, shm)");
+  }
+  if (run->dist_backend == DistBackend::kNccl && run->device == DeviceRequest::kCpu) {
+    return Invalid("run.dist_backend", "\"nccl\"",
+                   "NCCL moves CUDA tensors only, and run.device is \"cpu\"; use \"gloo\" or "
+                   "\"shm\" for CPU ranks");
+  }
   return absl::OkStatus();
 }
 

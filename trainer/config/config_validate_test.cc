@@ -240,14 +240,40 @@ TEST(ConfigValidate, MonitorsCommsAndRun) {
   EXPECT_EQ(c.run.eval_interval, 2);
   EXPECT_FALSE(c.run.check_calls);
   EXPECT_TRUE(Valid("").run.check_calls);  // on unless turned off
-  EXPECT_TRUE(c.run.shm_backend);
-  EXPECT_FALSE(Valid("").run.shm_backend);  // gloo unless chosen
+  EXPECT_EQ(c.run.dist_backend, DistBackend::kShm);
+  // Unset, both are "auto": each rank resolves them against its GPUs (device_placement.h).
+  EXPECT_EQ(Valid("").run.dist_backend, DistBackend::kAuto);
+  EXPECT_EQ(Valid("").run.device, DeviceRequest::kAuto);
+}
+
+TEST(ConfigValidate, DeviceAndBackendSpellings) {
+  const std::pair<const char*, DeviceRequest> devices[] = {
+      {"auto", DeviceRequest::kAuto}, {"cuda", DeviceRequest::kCuda}, {"CPU", DeviceRequest::kCpu}};
+  for (const auto& [text, want] : devices) {
+    EXPECT_EQ(Valid(absl::StrCat("run { device: \"", text, "\" }")).run.device, want) << text;
+  }
+  const std::pair<const char*, DistBackend> backends[] = {{"auto", DistBackend::kAuto},
+                                                          {"nccl", DistBackend::kNccl},
+                                                          {"gloo", DistBackend::kGloo},
+                                                          {"Shm", DistBackend::kShm}};
+  for (const auto& [text, want] : backends) {
+    EXPECT_EQ(Valid(absl::StrCat("run { dist_backend: \"", text, "\" }")).run.dist_backend, want)
+        << text;
+  }
+  EXPECT_EQ(Valid(R"(run { device: "cuda" dist_backend: "gloo" })").run.dist_backend,
+            DistBackend::kGloo);  // Gloo serves CUDA ranks through host memory
+  EXPECT_THAT(Error(R"(run { device: "cuda:1" })"),
+              HasSubstr("run.device = \"cuda:1\": expected auto, cuda or cpu"));
+  EXPECT_THAT(Error(R"(run { device: "cpu" dist_backend: "nccl" })"),
+              HasSubstr("run.dist_backend = \"nccl\": NCCL moves CUDA tensors only, and "
+                        "run.device is \"cpu\""));
 }
 
 TEST(ConfigValidate, BadValuesNameFieldAndValue) {
   EXPECT_THAT(Error(R"(model { name: "llama" })"), HasSubstr("model.name = \"llama\""));
-  EXPECT_THAT(Error(R"(run { dist_backend: "mpi" })"),
-              HasSubstr("run.dist_backend = \"mpi\": unknown backend (known: gloo, shm)"));
+  EXPECT_THAT(
+      Error(R"(run { dist_backend: "mpi" })"),
+      HasSubstr("run.dist_backend = \"mpi\": unknown backend (known: auto, nccl, gloo, shm)"));
   EXPECT_THAT(Error(R"(optimizer { type: "Adamax" })"), HasSubstr("optimizer.type = \"Adamax\""));
   EXPECT_THAT(Error("optimizer { params { lr: -0.001 } }"),
               HasSubstr("optimizer.params.lr = -0.001: must be >= 0"));

@@ -31,6 +31,9 @@ inline constexpr char kCommMs[] = "comm_ms";
 inline constexpr char kStepMs[] = "step_ms";
 inline constexpr char kRssMb[] = "rss_mb";
 inline constexpr char kPeakRssMb[] = "peak_rss_mb";
+// CUDA runs only: the caching allocator's peaks since the start, the largest rank's.
+inline constexpr char kDevicePeakAllocatedMb[] = "device_peak_allocated_mb";
+inline constexpr char kDevicePeakReservedMb[] = "device_peak_reserved_mb";
 }  // namespace names
 
 class MetricsSink {

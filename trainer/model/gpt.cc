@@ -36,11 +36,8 @@ class SelfAttention : public torch::nn::Module {
     auto heads = [&](const at::Tensor& m) {
       return m.view({b, t, n_head_, c / n_head_}).transpose(1, 2);
     };
-    // is_causal builds the mask inside the kernel, so no mask tensor of another dtype appears.
-    at::Tensor y =
-        at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                         /*attn_mask=*/{}, is_training() ? dropout_ : 0.0,
-                                         /*is_causal=*/true);
+    at::Tensor y = CausalSelfAttention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
+                                       is_training() ? dropout_ : 0.0);
     y = y.transpose(1, 2).contiguous().view({b, t, c});
     return resid_dropout_(c_proj_(y));
   }
@@ -215,6 +212,14 @@ absl::StatusOr<std::shared_ptr<Gpt>> MakeGpt(const GptOptions& options) {
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the GPT model: ", e.what()));
   }
+}
+
+at::Tensor CausalSelfAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               double dropout_p) {
+  // is_causal builds the mask inside the kernel, so no mask tensor of another dtype or device
+  // appears, and the fused CUDA kernels (which take no explicit mask) stay eligible.
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p,
+                                          /*is_causal=*/true);
 }
 
 at::Tensor GptLoss(const at::Tensor& logits, const at::Tensor& targets) {

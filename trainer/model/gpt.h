@@ -67,6 +67,14 @@ class Gpt : public torch::nn::Module {
 // Validates and builds; LibTorch errors become a Status.
 absl::StatusOr<std::shared_ptr<Gpt>> MakeGpt(const GptOptions& options);
 
+// The attention core of every block: q, k, v [B, H, T, D] -> [B, H, T, D], each position
+// attending to itself and the earlier ones, softmax(q k^T / sqrt(D)) v with dropout_p applied to
+// the attention weights. Through at::scaled_dot_product_attention with is_causal, so CUDA can
+// pick its fused kernels (flash, memory-efficient) and no [T, T] mask tensor is made; the CPU
+// takes LibTorch's CPU kernels for the same maths.
+at::Tensor CausalSelfAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               double dropout_p);
+
 // Mean cross entropy of logits [B, T, V] against next-token targets [B, T], computed in fp32
 // whatever the logits' dtype. Returns a scalar fp32 tensor.
 at::Tensor GptLoss(const at::Tensor& logits, const at::Tensor& targets);

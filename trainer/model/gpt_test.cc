@@ -1,7 +1,8 @@
 // Gpt against independent references: the parameter count against the module's own tensors, the
-// forward and the tied weight's gradient against a hand-written LibTorch forward with separate
-// input and output embeddings, causality, bf16 against fp32, and activation checkpointing against
-// the plain forward.
+// attention (scaled_dot_product_attention) against an explicit masked softmax, the forward and the
+// tied weight's gradient against a hand-written LibTorch forward with separate input and output
+// embeddings, causality, bf16 against fp32, and activation checkpointing against the plain
+// forward.
 #include "trainer/model/gpt.h"
 
 #include <gtest/gtest.h>
@@ -126,6 +127,66 @@ TEST(GptTest, TiedWeightGetsBothGradientsAndForwardMatchesReference) {
   EXPECT_GT(w_out.grad().abs().max().item<double>(), 0);
   EXPECT_TRUE(torch::allclose(p["wte.weight"].grad(), w_in.grad() + w_out.grad(), 1e-4, 1e-6));
   EXPECT_FALSE(torch::allclose(p["wte.weight"].grad(), w_out.grad(), 1e-4, 1e-6));
+}
+
+// softmax(q k^T / sqrt(D), masked above the diagonal) v, written out: no fused kernel.
+at::Tensor ReferenceAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t t = q.size(2);
+  at::Tensor future = torch::ones({t, t}, torch::kBool).triu(1);
+  at::Tensor att =
+      torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(3)));
+  return torch::matmul(torch::softmax(att.masked_fill(future, -INFINITY), -1), v);
+}
+
+TEST(GptTest, AttentionMatchesExplicitMaskedSoftmaxForwardAndBackward) {
+  torch::manual_seed(5);
+  // [B, H, T, D]: the tiny model's heads, the default model's (6 heads of 64), one token, and a
+  // length that is no multiple of a kernel's tile.
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 4, 16, 8}, {1, 6, 128, 64}, {3, 1, 1, 16}, {2, 2, 33, 12}};
+  for (const auto& shape : shapes) {
+    SCOPED_TRACE(::testing::PrintToString(shape));
+    std::vector<at::Tensor> in, ref;
+    for (int i = 0; i < 3; ++i) {
+      in.push_back(torch::randn(shape).requires_grad_());
+      ref.push_back(in.back().detach().clone().requires_grad_());
+    }
+    at::Tensor y = CausalSelfAttention(in[0], in[1], in[2], 0.0);
+    at::Tensor want = ReferenceAttention(ref[0], ref[1], ref[2]);
+    ASSERT_EQ(y.sizes(), want.sizes());
+    EXPECT_TRUE(torch::allclose(y, want, 1e-5, 1e-5)) << (y - want).abs().max();
+    at::Tensor upstream = torch::randn(shape);
+    (y * upstream).sum().backward();
+    (want * upstream).sum().backward();
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(torch::allclose(in[i].grad(), ref[i].grad(), 1e-5, 1e-5))
+          << "q k v"[2 * i] << ": " << (in[i].grad() - ref[i].grad()).abs().max();
+    }
+  }
+}
+
+TEST(GptTest, AttentionDropoutOnlyWhenAsked) {
+  torch::manual_seed(6);
+  const at::Tensor q = torch::randn({2, 2, 16, 8}), k = torch::randn({2, 2, 16, 8}),
+                   v = torch::randn({2, 2, 16, 8});
+  const at::Tensor plain = CausalSelfAttention(q, k, v, 0.0);
+  EXPECT_TRUE(torch::equal(plain, CausalSelfAttention(q, k, v, 0.0)));
+  torch::manual_seed(7);
+  const at::Tensor dropped = CausalSelfAttention(q, k, v, 0.5);
+  EXPECT_FALSE(torch::allclose(dropped, plain, 1e-3, 1e-3));
+  EXPECT_TRUE(torch::isfinite(dropped).all().item<bool>());
+  torch::manual_seed(7);  // the same draws from the global generator: the same weights dropped
+  EXPECT_TRUE(torch::equal(dropped, CausalSelfAttention(q, k, v, 0.5)));
+  // The first position attends to itself alone (weight 1): each head's output there is v's first
+  // row scaled by 1 / (1 - p), or 0 where that one weight was dropped.
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t h = 0; h < 2; ++h) {
+      const at::Tensor got = dropped[b][h][0], row = v[b][h][0];
+      EXPECT_TRUE(torch::allclose(got, row * 2, 1e-5, 1e-6) ||
+                  torch::equal(got, torch::zeros_like(got)))
+          << got << row;
+    }
+  }
 }
 
 TEST(GptTest, EarlierLogitsIgnoreLaterTokens) {
