@@ -71,8 +71,12 @@ absl::StatusOr<Placement> ResolvePlacement(const RunOptions& run, int local_rank
       break;
   }
   Placement p;
+  // "auto" on CUDA: NCCL when every rank of the node has a GPU of its own, else Gloo, whose ranks
+  // share GPUs (so the default run works on a one-GPU machine). Only a known node size decides
+  // that, so all its ranks choose alike; without one, NCCL.
+  const bool gpu_each = local_world_size == 0 || local_world_size <= cuda.visible;
   p.backend = run.dist_backend == DistBackend::kAuto
-                  ? (on_cuda ? DistBackend::kNccl : DistBackend::kGloo)
+                  ? (on_cuda && gpu_each ? DistBackend::kNccl : DistBackend::kGloo)
                   : run.dist_backend;
   const std::string backend_field =
       run.dist_backend == DistBackend::kAuto

@@ -32,6 +32,7 @@ struct Placement {
 // The device for the rank with `local_rank` among `local_world_size` ranks on its node (0 =
 // unknown: then only this rank's own device is checked). CUDA ranks use cuda:LOCAL_RANK, or with
 // Gloo and shm, which let ranks share a GPU, cuda:(LOCAL_RANK mod the visible GPUs).
+// dist_backend "auto" is NCCL on CUDA when each of the node's ranks has a GPU, else Gloo.
 // InvalidArgument, naming run.device or run.dist_backend and its value: "cuda" with no visible
 // GPU; NCCL on the CPU; NCCL with more ranks on the node than visible GPUs.
 absl::StatusOr<Placement> ResolvePlacement(const RunOptions& run, int local_rank,

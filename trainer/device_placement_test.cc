@@ -85,13 +85,22 @@ TEST(DevicePlacementTest, NcclRefusesMoreLocalRanksThanGpus) {
   EXPECT_THAT(e, HasSubstr("run.dist_backend = \"nccl\": 3 ranks on this node but 2 visible GPUs"));
   EXPECT_THAT(e, HasSubstr("NCCL refuses two ranks on one GPU"));
   EXPECT_THAT(e, HasSubstr("\"gloo\" or \"shm\""));
-  // Every rank of the node fails alike, the first too; with the count unknown, the rank whose
-  // device does not exist.
-  EXPECT_THAT(Error(Options(DeviceRequest::kAuto), 0, 4, kTwoGpus),
-              HasSubstr("run.dist_backend = \"auto\" (nccl on CUDA): 4 ranks on this node"));
+  // With the node's count unknown, "auto" means NCCL: the rank whose device does not exist fails.
   EXPECT_THAT(Error(Options(DeviceRequest::kAuto), 2, 0, kTwoGpus),
               HasSubstr("LOCAL_RANK 2 but 2 visible GPUs"));
   EXPECT_TRUE(ResolvePlacement(Options(DeviceRequest::kAuto), 1, 0, kTwoGpus).ok());
+}
+
+TEST(DevicePlacementTest, AutoSharesGpusOverGlooWhenTheNodeHasMoreRanksThanGpus) {
+  for (int rank = 0; rank < 4; ++rank) {
+    auto p = ResolvePlacement(Options(DeviceRequest::kAuto), rank, 4, kTwoGpus);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->backend, DistBackend::kGloo);
+    EXPECT_EQ(p->device, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank % 2)));
+  }
+  auto two = ResolvePlacement(Options(DeviceRequest::kAuto), 1, 2, kTwoGpus);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->backend, DistBackend::kNccl);
 }
 
 TEST(DevicePlacementTest, CudaWithoutAGpuAndNcclOnTheCpuAreErrors) {
