@@ -155,7 +155,7 @@ std::vector<torch::Tensor> UniqueParameters(torch::nn::Module& net) {
 
 torch::Tensor Loss(TestNet& net, const torch::Tensor& x, const torch::Tensor& y) {
   // The batches are made on the host; the net may live on a device.
-  const torch::Tensor& p = net.parameters().front();
+  const torch::Tensor p = net.parameters().front();
   return torch::mse_loss(net.forward(x.to(p.device(), p.scalar_type())).to(torch::kFloat),
                          y.to(p.device()));
 }
