@@ -22,6 +22,7 @@ CHECKS=(
   "recompute_cuda     //recompute:activation_checkpoint_cuda_test"
   "checkpoint_rng     //engine:engine_checkpoint_test --gtest_filter=CheckpointRng.*"
   "engine_cuda        //engine:engine_cuda_test"
+  "trainer_cuda       //trainer:main_cuda_test bin/trainer/main"
 )
 # Built and staged although no check runs them yet.
 EXTRA_TARGETS=(//trainer:main)
