@@ -35,8 +35,11 @@ absl::StatusOr<GradStats> Engine::AgreeGradStats(const std::vector<partition::Gr
   request.overflow = scaler_ != nullptr;
   request.sum_of_squares = options_.gradient_clipping > 0;
   GradStats out;
-  // fp32 or bf16 without clipping: nothing to learn, and no synchronisation.
-  if (!request.overflow && !request.sum_of_squares) return out;
+  // fp32 or bf16 without clipping: nothing to learn; the host only checks the reductions.
+  if (!request.overflow && !request.sum_of_squares) {
+    ZT_RETURN_IF_ERROR(WaitStreamOrdered(""));
+    return out;
+  }
   std::vector<at::Tensor> tensors;
   for (const auto& g : grads) tensors.push_back(g.grads);
   ZT_ASSIGN_OR_RETURN(at::Tensor stats, LocalGradStats(tensors, request));
