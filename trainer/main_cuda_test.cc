@@ -36,14 +36,15 @@ TEST(MainCudaTest, TheDefaultGptLearnsOnCuda) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = tmp != nullptr ? tmp : "/tmp";
   const std::string config = dir + "/cuda_run.pbtxt";
-  std::ofstream(config) << "train_micro_batch_size_per_gpu: 8\n"
-                           "steps_per_print: 10\n"
-                           "zero_optimization { stage: 2 }\n"
-                           "bf16 { enabled: true }\n"
-                           "optimizer { type: \"AdamW\" params { lr: 3e-3 } }\n"
-                           "model { name: \"gpt\" n_layer: 2 n_head: 2 n_embd: 64 block_size: 64 }\n"
-                           "run { steps: 60 seed: 1 device: \"cuda\" output_dir: \""
-                        << dir << "/cuda_run\" eval_interval: 0 eval_iters: 2 sample_tokens: 20 }\n";
+  std::ofstream(config)
+      << "train_micro_batch_size_per_gpu: 8\n"
+         "steps_per_print: 10\n"
+         "zero_optimization { stage: 2 }\n"
+         "bf16 { enabled: true }\n"
+         "optimizer { type: \"AdamW\" params { lr: 3e-3 } }\n"
+         "model { name: \"gpt\" n_layer: 2 n_head: 2 n_embd: 64 block_size: 64 }\n"
+         "run { steps: 60 seed: 1 device: \"cuda\" output_dir: \""
+      << dir << "/cuda_run\" eval_interval: 0 eval_iters: 2 sample_tokens: 20 }\n";
   int status = -1;
   const std::string out =
       RunShell("timeout 120 " + g_main + " --config=" + config + " --nproc_per_node=2", &status);
