@@ -339,6 +339,17 @@ ModelStateBytes Engine::model_state_bytes() const {
   return b;
 }
 
+NvmeTraffic Engine::nvme_traffic() const {
+  NvmeTraffic t;
+  for (const offload::SwapSpace* swap : {swap_.get(), param_swap_.get()}) {
+    if (swap == nullptr) continue;
+    const offload::SwapTraffic s = swap->traffic();
+    t.bytes_read += s.bytes_read;
+    t.bytes_written += s.bytes_written;
+  }
+  return t;
+}
+
 double Engine::formula_bytes() const {
   return ZeroFormulaBytes(options_.stage, options_.precision != Precision::kFloat32,
                           flat_params().layout().padded_numel(), group_->world_size());

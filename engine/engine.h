@@ -57,6 +57,12 @@ struct GradStats {
   double sum_of_squares = 0;  // of the global gradient, when clipping
 };
 
+// NVMe traffic of offload_optimizer and offload_param since Create (both zero without NVMe).
+struct NvmeTraffic {
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+};
+
 struct StepTimes {
   double forward = 0;
   double backward = 0;       // autograd, including reductions started by its hooks
@@ -131,6 +137,7 @@ class Engine {
   const BatchSizes& batch() const { return batch_; }
   const StepTimes& last_step_times() const { return last_times_; }
   ModelStateBytes model_state_bytes() const;
+  NvmeTraffic nvme_traffic() const;
   double formula_bytes() const;  // ZeroFormulaBytes for this configuration
   // The layout and parameter list; at stage 3 without a flat buffer (flat() is undefined).
   const partition::FlatParams& flat_params() const { return store_->flat_params(); }

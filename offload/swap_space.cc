@@ -152,7 +152,13 @@ absl::StatusOr<IoHandle> SwapSpace::Swap(const std::string& name, IoOp op, void*
   ZT_ASSIGN_OR_RETURN(r.last, io_->Submit(absl::StrCat(op == IoOp::kWrite ? "swap-out" : "swap-in",
                                                        " of '", name, "' (", r.bytes, " bytes)"),
                                           std::move(blocks), std::move(on_success)));
+  (op == IoOp::kWrite ? traffic_.bytes_written : traffic_.bytes_read) += r.bytes;
   return r.last;
+}
+
+SwapTraffic SwapSpace::traffic() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return traffic_;
 }
 
 absl::StatusOr<int64_t> SwapSpace::region_bytes(const std::string& name) const {

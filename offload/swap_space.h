@@ -24,6 +24,13 @@
 
 namespace zerotrain::offload {
 
+// Region bytes handed to the swap files since Create, as submitted (a transfer that later fails
+// counts too): what offload costs in disk traffic.
+struct SwapTraffic {
+  int64_t bytes_read = 0;     // SwapIn
+  int64_t bytes_written = 0;  // SwapOut
+};
+
 struct SwapSpaceOptions {
   // An existing directory (DeepSpeed's nvme_path); a private subdirectory is made inside it.
   std::string directory;
@@ -61,6 +68,7 @@ class SwapSpace {
   IoMode mode() const;
   int64_t reserved_file_bytes() const;
   const AsyncFileIO& io() const { return *io_; }
+  SwapTraffic traffic() const;
 
  private:
   struct Region;
@@ -72,6 +80,7 @@ class SwapSpace {
   // Declared before io_ so that it is destroyed after it: no transfer may outlive its file.
   mutable std::mutex mu_;  // guards regions_
   std::map<std::string, std::unique_ptr<Region>> regions_;
+  SwapTraffic traffic_;  // guarded by mu_
   std::unique_ptr<AsyncFileIO> io_;
 };
 

@@ -73,6 +73,22 @@ TEST(SwapSpaceTest, RoundTripsSizesThatAreNotMultiplesOfTheBlock) {
   }
 }
 
+TEST(SwapSpaceTest, TrafficCountsEachRegionsBytesPerSwap) {
+  TempDir dir;
+  std::unique_ptr<SwapSpace> space = MakeSpace(dir.path());
+  ASSERT_NE(space, nullptr);
+  EXPECT_EQ(space->traffic().bytes_read + space->traffic().bytes_written, 0);
+  ExpectRoundTrip(*space, "a", 5000, 1);
+  ExpectRoundTrip(*space, "b", 3 * 65536 + 7, 2);
+  testing::AlignedBuffer buf = testing::MakeAlignedBuffer(5000);
+  absl::StatusOr<IoHandle> h = space->SwapIn("a", buf.get());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_TRUE(h->Wait(kLong).ok());
+  // The region's own bytes, not the 4 KiB-padded file sizes.
+  EXPECT_EQ(space->traffic().bytes_written, 5000 + 3 * 65536 + 7);
+  EXPECT_EQ(space->traffic().bytes_read, 2 * 5000 + 3 * 65536 + 7);
+}
+
 TEST(SwapSpaceTest, FilesArePaddedTo4KiBPreallocatedAndRemovedOnDestruction) {
   TempDir dir;
   std::string subdir, path;

@@ -170,7 +170,7 @@ TEST(MainTest, SharedMemoryBackendTrainsLikeGloo) {
 }
 
 // The shipped NVMe offload config (stage 3, optimizer states swapped to /tmp) on a tiny model: the
-// banner and the summary name the tiers.
+// banner and the summary name the tiers, and the summary says how much went to and from NVMe.
 TEST(MainTest, BannerAndSummaryNameTheOffloadTiers) {
   const std::string dir = Dir("offload_tiers");
   const std::string pbtxt = dir + "/run.pbtxt";
@@ -184,6 +184,13 @@ TEST(MainTest, BannerAndSummaryNameTheOffloadTiers) {
   const std::string tiers = "offload: optimizer states -> nvme (/tmp), params -> none";
   EXPECT_NE(r.out.find("zerotrain: device cpu | " + tiers + "\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n         " + tiers + "\n"), std::string::npos) << r.out;
+  // What the NVMe tier cost: the optimizer states went out and came back every step.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m, std::regex(R"(NVMe traffic, rank 0: read ([0-9.]+) MiB, written ([0-9.]+) MiB)")))
+      << r.out;
+  EXPECT_GT(std::stod(m[1]), 0) << r.out;
+  EXPECT_GT(std::stod(m[2]), 0) << r.out;
 }
 
 // A rank of another launcher (torchrun's variables) checks its placement before the rendezvous:

@@ -279,6 +279,16 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
       per_rank, per_rank * config_.model.block_size, peak_.peak_rss / kMiB,
       engine_.model_state_bytes().total() / kMiB);
   std::printf("         offload: %s\n", OffloadSummary(config_.engine).c_str());
+  if (const engine::NvmeTraffic io = engine_.nvme_traffic();
+      io.bytes_read + io.bytes_written > 0 && steps > 0) {
+    // What offload to NVMe cost this rank, over the whole run (checkpoint saves included).
+    const double seconds = Now() - start_;
+    std::printf(
+        "         NVMe traffic, rank 0: read %.1f MiB, written %.1f MiB per step; %.0f MiB/s "
+        "over the run\n",
+        io.bytes_read / kMiB / steps, io.bytes_written / kMiB / steps,
+        (io.bytes_read + io.bytes_written) / kMiB / seconds);
+  }
   if (!device_peaks.empty()) {
     std::string line = "         cuda peak memory (caching allocator, MiB allocated / reserved):";
     for (size_t r = 0; r < device_peaks.size(); ++r) {
