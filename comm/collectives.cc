@@ -32,13 +32,21 @@ void AddAverage(std::vector<Work::Step>& after, ReduceOp op, at::Tensor t, int w
 
 }  // namespace
 
+void HostDeviceCopies::Count(const at::Tensor& from, const at::Tensor& to) {
+  const int64_t bytes = static_cast<int64_t>(from.nbytes());
+  if (from.is_cpu() && !to.is_cpu()) host_to_device_ += bytes;
+  if (!from.is_cpu() && to.is_cpu()) device_to_host_ += bytes;
+}
+
 at::Tensor ProcessGroup::Staged(const at::Tensor& t, bool copy_back,
                                 std::vector<Work::Step>* after) const {
   if (t.device().type() == backend_->device_type()) return t;
   at::Tensor wire = t.to(device(), /*non_blocking=*/false, /*copy=*/true);
+  staging_->Count(t, wire);
   if (copy_back) {
-    after->push_back([t, wire]() mutable {
+    after->push_back([t, wire, counters = staging_]() mutable {
       t.copy_(wire);
+      counters->Count(wire, t);
       return absl::OkStatus();
     });
   }

@@ -112,7 +112,8 @@ ProcessGroup::ProcessGroup(int rank, int world_size, GroupOptions options,
       options_(std::move(options)),
       backend_(std::move(backend)),
       check_(std::move(check)),
-      failure_(std::make_shared<FailureState>()) {
+      failure_(std::make_shared<FailureState>()),
+      staging_(std::make_shared<HostDeviceCopies>()) {
   // NCCL launches stay on the caller's thread, where its CUDA device and stream are set.
   if (check_ && options_.backend != BackendKind::kNccl) {
     launcher_ = std::make_unique<SerialExecutor>();

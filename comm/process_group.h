@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -50,6 +51,24 @@ struct GroupOptions {
   int gloo_threads = 2;
 };
 
+// Bytes copied between host memory and a device, each way.
+struct HostDeviceBytes {
+  int64_t device_to_host = 0;
+  int64_t host_to_device = 0;
+};
+
+// Adds up the copies that cross between host memory and a device (a copy within either counts
+// nothing). Thread-safe: copies may finish on whichever thread waits for them.
+class HostDeviceCopies {
+ public:
+  void Count(const at::Tensor& from, const at::Tensor& to);
+  HostDeviceBytes totals() const { return {device_to_host_.load(), host_to_device_.load()}; }
+
+ private:
+  std::atomic<int64_t> device_to_host_{0};
+  std::atomic<int64_t> host_to_device_{0};
+};
+
 class ProcessGroup {
  public:
   // Connects to the TCP store at info.master_addr:master_port (hosted by rank 0) and builds the
@@ -68,6 +87,8 @@ class ProcessGroup {
   // values are cheapest made here.
   at::Device device() const;
   CommLog& log() { return *log_; }
+  // What collectives copied because a tensor was not on the transport's device, since Create.
+  HostDeviceBytes staging_traffic() const { return staging_->totals(); }
 
   // In place on `tensor` (same numel and dtype on every rank).
   Work AllReduceAsync(at::Tensor tensor, ReduceOp op);
@@ -116,6 +137,7 @@ class ProcessGroup {
   std::unique_ptr<CallCheck> check_;
   std::shared_ptr<FailureState> failure_;
   std::shared_ptr<CommLog> log_ = std::make_shared<CommLog>();
+  std::shared_ptr<HostDeviceCopies> staging_;  // shared with copy-back steps
   uint64_t next_seq_ = 0;
   // Gloo with the call check: each op's check and launch run here, in issue order, so an *Async
   // call returns without waiting for the peers to reach the same call (which would make every

@@ -6,7 +6,6 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
-#include <chrono>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -20,10 +19,6 @@
 
 namespace zerotrain::engine {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 at::ScalarType ModelDtype(Precision p) {
   switch (p) {
@@ -210,7 +205,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   if (options.sharded_init != nullptr) options.sharded_init->ReleaseShards();
   // Create's one-off blocks (the shard written out, the master filled) need not stay cached.
   e->host_pool_->ReleaseCached();
-  e->last_call_end_ = Now();
+  e->clock_ = StepClock::ForDevice(options.device);
+  e->clock_->Lap(StepPhase::kUntimed);
   return e;
 }
 
@@ -287,8 +283,7 @@ bool Engine::at_accumulation_boundary() const {
 double Engine::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
 
 absl::Status Engine::Backward(const at::Tensor& loss) {
-  const double start = Now();
-  times_.forward += start - last_call_end_;
+  clock_->Lap(StepPhase::kForward);
   const std::string where =
       absl::StrCat("Backward on rank ", group_->rank(), " (micro step ", micro_steps_, "): ");
   if (!loss.defined() || loss.numel() != 1) {
@@ -308,13 +303,11 @@ absl::Status Engine::Backward(const at::Tensor& loss) {
     (void)store_->EndBackward(/*failed=*/true);
     return absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
   }
-  const double autograd_end = Now();
+  clock_->Lap(StepPhase::kBackward);
   absl::Status s = reducer_->FinishBackward(options_.ignore_unused_parameters);
   absl::Status released = store_->EndBackward(/*failed=*/false);
   if (s.ok() && !released.ok()) s = WithPrefix(released, where);
-  times_.backward += autograd_end - start;
-  times_.backward_comm += Now() - autograd_end;
-  last_call_end_ = Now();
+  clock_->Lap(StepPhase::kBackwardComm);
   if (!s.ok()) return s;
   backward_pending_ = true;
   return absl::OkStatus();
@@ -339,13 +332,17 @@ ModelStateBytes Engine::model_state_bytes() const {
   return b;
 }
 
-NvmeTraffic Engine::nvme_traffic() const {
-  NvmeTraffic t;
+TierTraffic Engine::traffic() const {
+  TierTraffic t;
+  const comm::HostDeviceBytes staged = group_->staging_traffic();
+  const comm::HostDeviceBytes own = host_copies_.totals();
+  t.device_to_host = staged.device_to_host + own.device_to_host;
+  t.host_to_device = staged.host_to_device + own.host_to_device;
   for (const offload::SwapSpace* swap : {swap_.get(), param_swap_.get()}) {
     if (swap == nullptr) continue;
     const offload::SwapTraffic s = swap->traffic();
-    t.bytes_read += s.bytes_read;
-    t.bytes_written += s.bytes_written;
+    t.nvme_read += s.bytes_read;
+    t.nvme_written += s.bytes_written;
   }
   return t;
 }

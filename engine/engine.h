@@ -27,6 +27,7 @@
 #include "engine/model_state.h"
 #include "engine/param_store.h"
 #include "engine/shard_optimizer.h"
+#include "engine/step_clock.h"
 #include "optim/loss_scaler.h"
 #include "partition/flat_params.h"
 #include "partition/gradient_reducer.h"
@@ -49,26 +50,20 @@ class SwapSpace;
 
 namespace zerotrain::engine {
 
-// Wall-clock seconds of the last optimizer step's micro-batches, summed over them. "forward" is
-// the time between the engine's previous call and Backward, i.e. the caller's forward pass.
 // What Step learns of the gradients before the optimizer runs.
 struct GradStats {
   bool overflow = false;      // some rank's gradients hold inf/NaN (fp16: skip the step)
   double sum_of_squares = 0;  // of the global gradient, when clipping
 };
 
-// NVMe traffic of offload_optimizer and offload_param since Create (both zero without NVMe).
-struct NvmeTraffic {
-  int64_t bytes_read = 0;
-  int64_t bytes_written = 0;
-};
-
-struct StepTimes {
-  double forward = 0;
-  double backward = 0;       // autograd, including reductions started by its hooks
-  double backward_comm = 0;  // reductions finished (or started and finished) after autograd
-  double step = 0;           // overflow check, clipping norm, optimizer
-  double allgather = 0;      // stage 1/2 parameter all-gather; stage 3 persistent ones
+// Bytes moved between memory tiers since Create: between the device and host memory (none on a
+// CPU device) and between host memory and NVMe (offload_optimizer/offload_param nvme).
+// Checkpoint saves and loads are included.
+struct TierTraffic {
+  int64_t device_to_host = 0;  // collectives' staging, the step's statistics read, saves
+  int64_t host_to_device = 0;
+  int64_t nvme_read = 0;
+  int64_t nvme_written = 0;
 };
 
 class Engine {
@@ -133,11 +128,16 @@ class Engine {
   int64_t optimizer_steps() const { return optimizer_steps_; }  // taken, not skipped
   int64_t skipped_steps() const { return skipped_steps_; }
   double loss_scale() const;
-  double last_grad_norm() const { return last_grad_norm_; }  // when clipping is on
+  // The last optimizer step's global gradient L2 norm (unscaled); infinity when that step was
+  // skipped; 0 when no statistics are computed (bf16/fp32 with check_grad_overflow off and no
+  // clipping).
+  double last_grad_norm() const { return last_grad_norm_; }
   const BatchSizes& batch() const { return batch_; }
-  const StepTimes& last_step_times() const { return last_times_; }
+  // The last optimizer step's phase times (step_clock.h): device time from events on a GPU.
+  // There, the first read after a step waits until the device has finished that step.
+  const StepTimes& last_step_times() const { return clock_->LastStep(); }
   ModelStateBytes model_state_bytes() const;
-  NvmeTraffic nvme_traffic() const;
+  TierTraffic traffic() const;
   double formula_bytes() const;  // ZeroFormulaBytes for this configuration
   // The layout and parameter list; at stage 3 without a flat buffer (flat() is undefined).
   const partition::FlatParams& flat_params() const { return store_->flat_params(); }
@@ -148,6 +148,7 @@ class Engine {
     optimizer_->set_lr(lr);
   }
   double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr is called
+  absl::Status set_betas(double beta1, double beta2) { return optimizer_->set_betas(beta1, beta2); }
 
   // Training-state checkpoints (docs/CHECKPOINT.md), both collective. Save writes this rank's
   // shard file into <dir>/<tag>/, then rank 0 the manifest and <dir>/latest; tag "" means
@@ -194,7 +195,7 @@ class Engine {
   // agreed in one collective; the step's one host synchronisation (see grad_stats.h).
   absl::StatusOr<GradStats> AgreeGradStats(const std::vector<partition::GradSegment>& grads);
   // The optimizer half of Step(), at the accumulation boundary; LibTorch may throw inside.
-  absl::Status StepAtBoundary(double start);
+  absl::Status StepAtBoundary();
   absl::Status AgreeAllOk(const absl::Status& local, const std::string& where) {
     return engine::AgreeAllOk(group_, local, where);
   }
@@ -237,8 +238,10 @@ class Engine {
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
   double lr_ = 0;
-  StepTimes times_, last_times_;
-  double last_call_end_ = 0;  // seconds on a steady clock
+  std::unique_ptr<StepClock> clock_;
+  // The engine's own copies between the device and host memory (the group counts its staging).
+  mutable comm::HostDeviceCopies
+      host_copies_;  // laps at each call's start and end, and inside Step
 };
 
 }  // namespace zerotrain::engine

@@ -147,7 +147,11 @@ absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
   try {
     if (holds_state) *arrays = store_->ToCheckpointLayout(*arrays);
     // The file is written from host memory; arrays on a device come over once, here.
-    for (at::Tensor& a : *arrays) a = a.cpu();
+    for (at::Tensor& a : *arrays) {
+      at::Tensor host = a.cpu();
+      host_copies_.Count(a, host);
+      a = host;
+    }
     const at::Tensor rng = GetRngState(c10::Device(c10::kCPU));
     ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, CudaRngDevices(options_.device));
     std::vector<at::Tensor> cuda_rng;  // alive until the file is written

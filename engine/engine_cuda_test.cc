@@ -4,13 +4,15 @@
 // (CUDA tensors staged through host memory, since NCCL refuses two ranks on one device); bf16
 // follows the fp32 reference; an fp16 overflow on one rank skips the step everywhere; a NCCL peer
 // that dies becomes an error within the timeout; and each stage's peak device memory is below the
-// stage before. Every test skips, saying why, where no CUDA device is visible.
+// stage before; the step's phase times come from CUDA events. Every test skips, saying why, where
+// no CUDA device is visible.
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -93,7 +95,9 @@ absl::StatusOr<std::string> TrainAndCompare(const Case& c, int rank) {
     return absl::InternalError("Engine::Create left the module off the device");
   }
   const int64_t micro = engine->batch().micro_batch_size;
+  double last_step_wall = 0;
   for (int step = 0; step < kSteps; ++step) {
+    const auto started = std::chrono::steady_clock::now();
     testing::Batch b = testing::GlobalBatch(c.model, step, kBatch);
     for (int g = 0; g < c.gas; ++g) {
       const int64_t first = (g * c.world + rank) * micro;
@@ -105,6 +109,31 @@ absl::StatusOr<std::string> TrainAndCompare(const Case& c, int rank) {
       ZT_RETURN_IF_ERROR(engine->Backward(loss));
       ZT_RETURN_IF_ERROR(engine->Step());
     }
+    (void)engine->last_step_times();  // waits for the device to finish the step
+    last_step_wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  // The phase times come from CUDA events: each phase took device time, and together they fit
+  // in the host's wall time of the step (which waited for the device at its end).
+  const StepTimes& t = engine->last_step_times();
+  const double phases = t.forward + t.backward + t.backward_comm + t.step + t.allgather;
+  if (t.forward <= 0 || t.backward <= 0 || t.step <= 0 || phases > last_step_wall + 2e-3) {
+    return absl::InternalError(absl::StrCat("step times (s): forward ", t.forward, ", backward ",
+                                            t.backward, ", backward comm ", t.backward_comm,
+                                            ", step ", t.step, ", all-gather ", t.allgather,
+                                            "; the step took ", last_step_wall, " s of wall time"));
+  }
+  // Over Gloo every reduction goes through host memory (at least each step's gradients);
+  // over NCCL only the engine's small control values (fingerprints, statistics) do.
+  int64_t grad_bytes = 0;
+  for (const auto& p : net->parameters()) grad_bytes += p.numel() * 4;
+  const TierTraffic io = engine->traffic();
+  const int64_t want_at_least = c.wire == Wire::kNccl ? 0 : int64_t{kSteps} * grad_bytes;
+  const int64_t want_below = c.wire == Wire::kNccl ? (1 << 20) : INT64_MAX;
+  if (io.device_to_host < want_at_least || io.device_to_host >= want_below) {
+    return absl::InternalError(absl::StrCat("device-to-host traffic ", io.device_to_host,
+                                            " bytes; want at least ", want_at_least, ", below ",
+                                            want_below));
   }
   testing::ReferenceOptions ro;
   ro.steps = kSteps;

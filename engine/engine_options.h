@@ -71,7 +71,10 @@ struct EngineOptions {
 
   Precision precision = Precision::kFloat32;  // bf16/fp16 cast the module; master stays fp32
   optim::LossScalerOptions fp16;              // fp16 only
-  double gradient_clipping = 0.0;             // max global L2 norm; 0 = off
+  // bf16 and fp32: an optimizer step whose gradients hold inf/NaN on any rank is skipped
+  // (DeepSpeed's bf16.check_grad_overflow; fp16 always skips, through its loss scaler).
+  bool check_grad_overflow = true;
+  double gradient_clipping = 0.0;  // max global L2 norm; 0 = off
 
   bool overlap_comm = true;
   bool reduce_scatter = true;

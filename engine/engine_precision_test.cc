@@ -1,7 +1,8 @@
 // Mixed precision: bf16 training (fp32 master weights) follows the fp32 reference loss curve
 // within 1% at every stage, and so does an fp32 engine over a module with an fp32 and a bf16
-// layer; with fp16, an inf injected into one rank's gradient makes every rank
-// skip that step and halve the loss scale, and the ranks then continue with identical weights.
+// layer; an inf injected into one rank's gradient makes every rank skip that step (fp16 also
+// halves the loss scale; bf16 and fp32 skip through check_grad_overflow, and without it the inf
+// reaches the weights), and the ranks then continue with identical weights.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -180,15 +181,23 @@ absl::StatusOr<torch::Tensor> AllParams(Engine& engine, testing::TestNet& net) {
   return all;
 }
 
+struct OverflowCase {
+  int stage;
+  Precision precision;
+  bool check_grad_overflow = true;  // bf16/fp32; fp16 always skips
+  bool skips() const { return precision == Precision::kFloat16 || check_grad_overflow; }
+};
+
 // Returns the hex of the fp32 bytes of the final parameters, so the parent can compare ranks.
-absl::StatusOr<std::string> Fp16Overflow(int stage, int rank) {
+absl::StatusOr<std::string> Overflow(const OverflowCase& c, int rank) {
   constexpr int kBadStep = 3;
   ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
   auto net = testing::MakeNet(ModelKind::kMlp);
   EngineOptions o;
-  o.stage = stage;
+  o.stage = c.stage;
   o.train_batch_size = kBatch;
-  o.precision = Precision::kFloat16;
+  o.precision = c.precision;
+  o.check_grad_overflow = c.check_grad_overflow;
   o.fp16.initial_scale_power = 8;
   o.fp16.hysteresis = 1;
   o.reduce_bucket_size = 64;
@@ -213,16 +222,28 @@ absl::StatusOr<std::string> Fp16Overflow(int stage, int rank) {
     ZT_RETURN_IF_ERROR(engine->Step());
     ZT_ASSIGN_OR_RETURN(const torch::Tensor after, AllParams(*engine, *net));
     const bool unchanged = torch::equal(before, after);
-    if (unchanged != (step == kBadStep)) {
+    if (unchanged != (step == kBadStep && c.skips())) {
       return absl::InternalError(
           absl::StrCat("step ", step, ": parameters ", unchanged ? "unchanged" : "changed"));
     }
+    if (step == kBadStep && !std::isinf(engine->last_grad_norm()) == c.skips()) {
+      return absl::InternalError(
+          absl::StrCat("grad norm ", engine->last_grad_norm(), " after the overflow step"));
+    }
   }
-  if (engine->skipped_steps() != 1 || engine->optimizer_steps() != kSteps - 1) {
+  // Without the check the inf reaches the weights (what the check is for).
+  ZT_ASSIGN_OR_RETURN(const torch::Tensor last, AllParams(*engine, *net));
+  if (last.isfinite().all().item<bool>() != c.skips()) {
+    return absl::InternalError(
+        absl::StrCat("final weights finite: ", last.isfinite().all().item<bool>()));
+  }
+  const int64_t want_skipped = c.skips() ? 1 : 0;
+  if (engine->skipped_steps() != want_skipped ||
+      engine->optimizer_steps() != kSteps - want_skipped) {
     return absl::InternalError(
         absl::StrCat("skipped ", engine->skipped_steps(), ", took ", engine->optimizer_steps()));
   }
-  if (engine->loss_scale() != 128.0) {
+  if (c.precision == Precision::kFloat16 && engine->loss_scale() != 128.0) {
     return absl::InternalError(absl::StrCat("loss scale ", engine->loss_scale(), ", want 128"));
   }
   ZT_ASSIGN_OR_RETURN(const torch::Tensor flat, AllParams(*engine, *net));
@@ -230,18 +251,26 @@ absl::StatusOr<std::string> Fp16Overflow(int stage, int rank) {
       absl::string_view(static_cast<const char*>(flat.data_ptr()), flat.nbytes()));
 }
 
-class Fp16Test : public ::testing::TestWithParam<int> {};
+class OverflowTest : public ::testing::TestWithParam<OverflowCase> {};
 
-TEST_P(Fp16Test, OverflowOnOneRankSkipsEverywhere) {
-  const int stage = GetParam();
-  auto outcomes = SpawnRanks(2, [stage](int rank) { return Fp16Overflow(stage, rank); });
+// inf/NaN in one rank's gradients skips the step on every rank: fp16 through its loss scaler,
+// bf16 and fp32 through check_grad_overflow; with the check off the inf reaches the weights.
+TEST_P(OverflowTest, OverflowOnOneRankSkipsEverywhere) {
+  const OverflowCase c = GetParam();
+  auto outcomes = SpawnRanks(2, [c](int rank) { return Overflow(c, rank); });
   ASSERT_EQ(outcomes.size(), 2u);
   for (const auto& o : outcomes) ASSERT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
   EXPECT_FALSE(outcomes[0].payload.empty());
   EXPECT_EQ(outcomes[0].payload, outcomes[1].payload) << "ranks ended with different weights";
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, Fp16Test, ::testing::Values(0, 2, 3));
+INSTANTIATE_TEST_SUITE_P(
+    StagesAndPrecisions, OverflowTest,
+    ::testing::Values(OverflowCase{0, Precision::kFloat16}, OverflowCase{2, Precision::kFloat16},
+                      OverflowCase{3, Precision::kFloat16}, OverflowCase{1, Precision::kBFloat16},
+                      OverflowCase{3, Precision::kBFloat16}, OverflowCase{0, Precision::kFloat32},
+                      OverflowCase{2, Precision::kFloat32},
+                      OverflowCase{2, Precision::kBFloat16, false}));
 
 }  // namespace
 }  // namespace zerotrain::engine

@@ -187,7 +187,9 @@ absl::StatusOr<std::vector<at::Tensor>> Engine::ReadState() const {
   if (state_->resident(0) != nullptr) return arrays;
   ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
     for (int a = 0; a < state_->num_arrays(); ++a) {
-      arrays[a].narrow(0, v.begin, v.numel).copy_(StateArray(v.arrays[a], v.numel));
+      const at::Tensor from = StateArray(v.arrays[a], v.numel);
+      arrays[a].narrow(0, v.begin, v.numel).copy_(from);
+      host_copies_.Count(from, arrays[a]);
     }
     return absl::OkStatus();
   }));
@@ -197,7 +199,9 @@ absl::StatusOr<std::vector<at::Tensor>> Engine::ReadState() const {
 absl::Status Engine::WriteState(const std::vector<at::Tensor>& arrays) {
   return state_->VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
     for (int a = 0; a < state_->num_arrays(); ++a) {
-      StateArray(v.arrays[a], v.numel).copy_(arrays[a].narrow(0, v.begin, v.numel));
+      at::Tensor to = StateArray(v.arrays[a], v.numel);
+      to.copy_(arrays[a].narrow(0, v.begin, v.numel));
+      host_copies_.Count(arrays[a].narrow(0, v.begin, v.numel), to);
     }
     return absl::OkStatus();
   });
@@ -207,7 +211,9 @@ absl::StatusOr<at::Tensor> Engine::MasterCopy() const {
   ZT_RETURN_IF_ERROR(WaitStreamOrdered("MasterCopy"));
   at::Tensor out = at::empty({master_numel_}, at::kFloat);
   ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
-    out.narrow(0, v.begin, v.numel).copy_(StateArray(v.arrays[0], v.numel));
+    const at::Tensor from = StateArray(v.arrays[0], v.numel);
+    out.narrow(0, v.begin, v.numel).copy_(from);
+    host_copies_.Count(from, out);
     return absl::OkStatus();
   }));
   return out;

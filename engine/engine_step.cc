@@ -5,8 +5,8 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
@@ -15,13 +15,7 @@
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
-namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::Status Engine::WaitStreamOrdered(const std::string& where) const {
   absl::Status s = reducer_->WaitStreamOrdered();
@@ -32,10 +26,12 @@ absl::Status Engine::WaitStreamOrdered(const std::string& where) const {
 
 absl::StatusOr<GradStats> Engine::AgreeGradStats(const std::vector<partition::GradSegment>& grads) {
   GradStatsRequest request;
-  request.overflow = scaler_ != nullptr;
-  request.sum_of_squares = options_.gradient_clipping > 0;
+  request.overflow = scaler_ != nullptr || options_.check_grad_overflow;
+  // With the statistics read anyway, the norm costs one more reduction and gives grad_norm.
+  request.sum_of_squares = options_.gradient_clipping > 0 || request.overflow;
   GradStats out;
-  // fp32 or bf16 without clipping: nothing to learn; the host only checks the reductions.
+  // Nothing to learn (fp32/bf16 with the check off, no clipping): the host only checks the
+  // reductions.
   if (!request.overflow && !request.sum_of_squares) {
     ZT_RETURN_IF_ERROR(WaitStreamOrdered(""));
     return out;
@@ -52,24 +48,26 @@ absl::StatusOr<GradStats> Engine::AgreeGradStats(const std::vector<partition::Gr
   ZT_RETURN_IF_ERROR(WaitStreamOrdered(""));
   // The step's one host read of device results.
   const at::Tensor host = stats.cpu();
+  host_copies_.Count(stats, host);
   out.overflow = host.data_ptr<double>()[0] > 0;
   out.sum_of_squares = host.data_ptr<double>()[1];
   return out;
 }
 
-absl::Status Engine::StepAtBoundary(double start) {
+absl::Status Engine::StepAtBoundary() {
   c10::NoGradGuard no_grad;
   const std::vector<partition::GradSegment> grads = reducer_->OwnedGrads();
   ZT_ASSIGN_OR_RETURN(GradStats stats, AgreeGradStats(grads));
   if (stats.overflow) {
     ++skipped_steps_;
-    times_.step += Now() - start;
-    return scaler_->Update(true);
+    last_grad_norm_ = std::numeric_limits<double>::infinity();
+    clock_->Lap(StepPhase::kStep);
+    return scaler_ ? scaler_->Update(true) : absl::OkStatus();
   }
   double grad_scale = loss_scale();
+  const double norm = std::sqrt(stats.sum_of_squares);
+  last_grad_norm_ = norm / grad_scale;
   if (options_.gradient_clipping > 0) {
-    const double norm = std::sqrt(stats.sum_of_squares);
-    last_grad_norm_ = norm / grad_scale;
     ZT_ASSIGN_OR_RETURN(grad_scale,
                         optim::CombinedGradScale(grad_scale, norm, options_.gradient_clipping));
   }
@@ -94,16 +92,15 @@ absl::Status Engine::StepAtBoundary(double start) {
   ZT_RETURN_IF_ERROR(AgreeAllOk(StepOptimizer(grad_scale, segments), ""));
   ++optimizer_steps_;
   if (scaler_) ZT_RETURN_IF_ERROR(scaler_->Update(false));
-  const double stepped = Now();
-  times_.step += stepped - start;
+  clock_->Lap(StepPhase::kStep);
   // Stages 1/2 all-gather the updated slices; stage 3 refreshes its gathered copies.
   ZT_RETURN_IF_ERROR(store_->PublishUpdate(""));
-  times_.allgather += Now() - stepped;
+  clock_->Lap(StepPhase::kAllgather);
   return absl::OkStatus();
 }
 
 absl::Status Engine::Step() {
-  const double start = Now();
+  clock_->Lap(StepPhase::kUntimed);  // since Backward returned: the caller's
   if (!broken_.ok()) return BrokenError();
   if (!backward_pending_) {
     return absl::FailedPreconditionError(
@@ -113,19 +110,16 @@ absl::Status Engine::Step() {
   backward_pending_ = false;
   ++micro_steps_;
   if (micro_steps_ % batch_.gradient_accumulation_steps != 0) {
-    last_call_end_ = Now();
     return absl::OkStatus();
   }
   absl::Status status;
   try {
-    status = StepAtBoundary(start);
+    status = StepAtBoundary();
   } catch (const c10::Error& e) {
     status = absl::InternalError(e.what_without_backtrace());
   }
   reducer_->Zero();
-  last_times_ = times_;
-  times_ = StepTimes();
-  last_call_end_ = Now();
+  clock_->EndStep();
   if (!status.ok()) {
     // Ranks may have stepped different shards, or some gathered and others not.
     broken_ = absl::Status(status.code(),

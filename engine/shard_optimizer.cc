@@ -64,6 +64,11 @@ class AdamShardOptimizer : public ShardOptimizer {
   }
 
   void set_lr(double lr) override { options_.lr = lr; }
+  absl::Status set_betas(double beta1, double beta2) override {
+    options_.beta1 = beta1;
+    options_.beta2 = beta2;
+    return absl::OkStatus();
+  }
 
  private:
   optim::AdamOptions options_;

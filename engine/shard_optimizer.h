@@ -59,6 +59,11 @@ class ShardOptimizer {
   virtual absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                             absl::Span<const ShardSegment> segments) = 0;
   virtual void set_lr(double lr) = 0;
+  // Adam's betas, for a schedule that cycles momentum (OneCycle); an optimizer without betas
+  // refuses, as DeepSpeed turns cycle_momentum off for one.
+  virtual absl::Status set_betas(double beta1, double beta2) {
+    return absl::FailedPreconditionError(name() + " has no betas to schedule");
+  }
 };
 
 std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions& options);

@@ -7,6 +7,16 @@
 #include "absl/strings/str_cat.h"
 
 namespace zerotrain::optim {
+
+// DeepSpeed's beta2 under a cycled momentum (lr_schedules.py pairs every momentum with 0.99).
+constexpr double kCycledBeta2 = 0.99;
+
+StepHyperparams LrSchedule::ForStep(int64_t steps_taken) const {
+  StepHyperparams h;
+  h.lr = LearningRate(steps_taken - 1);
+  if (const std::optional<double> m = Momentum(steps_taken - 1)) h.betas = {{*m, kCycledBeta2}};
+  return h;
+}
 namespace {
 
 absl::Status CheckPositive(const char* field, int64_t value) {

@@ -1,11 +1,13 @@
 // DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py) as pure functions of
 // the iteration, with DeepSpeed's parameter names. `iteration` is DeepSpeed's
 // last_batch_iteration: -1 before the first scheduler.step() (the value the constructor sets),
-// then 0, 1, ... The caller passes the result to the optimizer options of the next step.
+// then 0, 1, ... DeepSpeed's engine steps the scheduler after each optimizer step it takes, so
+// the step taken after k earlier ones runs with iteration k - 1's values: ForStep(k).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -13,12 +15,23 @@ namespace zerotrain::optim {
 
 enum class WarmupType { kLog, kLinear };
 
+// What the optimizer runs with for one step.
+struct StepHyperparams {
+  double lr = 0;
+  // When the schedule cycles momentum (OneCycle): Adam's betas. DeepSpeed writes the pair
+  // (momentum, 0.99) into the param group, so beta2 becomes 0.99 whatever the optimizer had.
+  std::optional<std::pair<double, double>> betas;
+};
+
 class LrSchedule {
  public:
   virtual ~LrSchedule() = default;
   virtual double LearningRate(int64_t iteration) const = 0;
-  // Adam's beta1 (or SGD's momentum) when the schedule cycles it (OneCycle); else none.
+  // Adam's beta1 when the schedule cycles it (OneCycle); else none.
   virtual std::optional<double> Momentum(int64_t iteration) const { return std::nullopt; }
+  // For the optimizer step taken after `steps_taken` earlier ones (skipped fp16 steps do not
+  // count: DeepSpeed does not step its scheduler on them).
+  StepHyperparams ForStep(int64_t steps_taken) const;
 };
 
 struct WarmupLROptions {

@@ -97,6 +97,26 @@ TEST(OneCycleTest, TriangleWithInverseMomentumThenDecay) {
   EXPECT_FALSE(Ok(OneCycle::Create(o)).Momentum(10).has_value());
 }
 
+// The step taken after k earlier ones runs with iteration k - 1's values (DeepSpeed steps its
+// scheduler after each optimizer step); a cycled momentum comes with beta2 = 0.99.
+TEST(LrScheduleTest, ForStepIsTheIterationBefore) {
+  OneCycleOptions o;
+  o.cycle_min_lr = 0.01, o.cycle_max_lr = 0.1, o.cycle_first_step_size = 10;
+  OneCycle s = Ok(OneCycle::Create(o));
+  for (int64_t k = 0; k < 30; ++k) {
+    const StepHyperparams h = s.ForStep(k);
+    EXPECT_EQ(h.lr, s.LearningRate(k - 1));
+    ASSERT_TRUE(h.betas.has_value());
+    EXPECT_EQ(h.betas->first, *s.Momentum(k - 1));
+    EXPECT_EQ(h.betas->second, 0.99);
+  }
+  EXPECT_EQ(s.ForStep(0).lr, 0.01);  // the constructor's value: cycle_min_lr
+  o.cycle_momentum = false;
+  EXPECT_FALSE(Ok(OneCycle::Create(o)).ForStep(3).betas.has_value());
+  LRRangeTestOptions r;
+  EXPECT_FALSE(Ok(LRRangeTest::Create(r)).ForStep(3).betas.has_value());
+}
+
 TEST(OneCycleTest, StaircaseHoldsEachStair) {
   OneCycleOptions o;
   o.cycle_min_lr = 0.0, o.cycle_max_lr = 1.0, o.cycle_first_step_size = 100;

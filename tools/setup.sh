@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Installs everything zerotrain's build and tests need on a fresh Debian 12 machine, idempotently:
 # Debian packages, and LibTorch as PyPI's torch wheel (hash-pinned in tools/requirements.lock) in the
-# project-local virtual environment .venv. A second run changes nothing and takes seconds.
+# project-local virtual environment .venv, plus DeepSpeed as the conformance tests' oracle
+# (tools/requirements-oracle.lock; tests only, never the build or the trainer). A second run changes nothing and takes seconds.
 # Run as root (apt-get). Records what it found in .venv/zerotrain-versions.txt.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 TORCH_VERSION="2.11.0"
+DEEPSPEED_VERSION="0.19.8"
 APT_PACKAGES=(
   bazel-bootstrap g++ git python3 python3-venv
   libabsl-dev libgoogle-glog-dev libgflags-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format-14
+  python3-dev  # DeepSpeed (the test oracle) compiles its CPU communication op against Python.h
 )
 
 say() { echo "setup: $*"; }
@@ -57,6 +60,24 @@ Install torch==$TORCH_VERSION yourself and build with --repo_env=LIBTORCH_HOME=<
   [ "$(installed_torch_version)" = "$TORCH_VERSION" ] || die "torch $TORCH_VERSION did not install into $VENV"
 }
 
+installed_deepspeed_version() {
+  "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("deepspeed"))' 2>/dev/null || true
+}
+
+# DeepSpeed is an sdist; it builds (pure Python, DS_BUILD_OPS=0) against the pinned setuptools.
+install_deepspeed_oracle() {
+  if [ "$(installed_deepspeed_version)" = "$DEEPSPEED_VERSION" ]; then
+    say "DeepSpeed: $DEEPSPEED_VERSION already in $VENV (test oracle)"
+    return
+  fi
+  say "installing DeepSpeed $DEEPSPEED_VERSION into $VENV (the conformance tests' oracle)"
+  local pip=("$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes)
+  "${pip[@]}" -r "$ROOT/tools/requirements-oracle-build.lock"
+  DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation -r "$ROOT/tools/requirements-oracle.lock"
+  [ "$(installed_deepspeed_version)" = "$DEEPSPEED_VERSION" ] ||
+    die "DeepSpeed $DEEPSPEED_VERSION did not install into $VENV"
+}
+
 # A Debian package's version as tools/versions.txt pins it: no epoch, cut at the first of the
 # characters in $2 (third_party/debian/debian_library.bzl's trim_version does the same).
 deb_version() {
@@ -99,6 +120,7 @@ check_versions() {
 
 install_debian_packages
 install_libtorch
+install_deepspeed_oracle
 say "versions (recorded in .venv/zerotrain-versions.txt):"
 check_versions
 say "done. Next: bazel test //..."

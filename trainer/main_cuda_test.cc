@@ -51,6 +51,7 @@ TEST(MainCudaTest, TheDefaultGptLearnsOnCuda) {
   ASSERT_EQ(status, 0) << out;
   EXPECT_NE(out.find("zerotrain: device cuda"), std::string::npos) << out;
   EXPECT_NE(out.find("cuda peak"), std::string::npos) << out;
+  EXPECT_NE(out.find("device<->host traffic, rank 0: to host"), std::string::npos) << out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(train loss ([0-9.]+) -> ([0-9.]+))"))) << out;
   const double first = std::stod(m[1]), last = std::stod(m[2]);

@@ -279,7 +279,8 @@ TEST(MainTest, ResumedRunContinuesWhereItStopped) {
   const std::string dir = Dir("resume");
   const std::map<std::string, std::string> fp32 = {
       {"bf16", "bf16 { enabled: false }"},
-      {"scheduler", "scheduler { type: \"WarmupLR\" params { warmup_num_steps: 8 } }"},
+      {"scheduler",
+       "scheduler { type: \"WarmupLR\" params { warmup_num_steps: 8 warmup_max_lr: 0.001 } }"},
       {"micro", "train_batch_size: 12"}};
   auto with_run = [&](std::map<std::string, std::string> m, const std::string& run) {
     m["run"] = run;

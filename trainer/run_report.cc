@@ -53,10 +53,10 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
   std::unique_ptr<RunReport> r(new RunReport(config, group, engine));
   if (group->rank() != 0) return r;
   namespace n = metrics::names;
-  std::vector<std::string> columns = {n::kLoss,          n::kLr,           n::kLossScale,
-                                      n::kSamplesPerSec, n::kTokensPerSec, n::kMsPerStep,
-                                      n::kForwardMs,     n::kBackwardMs,   n::kCommMs,
-                                      n::kStepMs,        n::kRssMb,        n::kPeakRssMb};
+  std::vector<std::string> columns = {
+      n::kLoss,         n::kLr,        n::kLossScale, n::kGradNorm,   n::kSamplesPerSec,
+      n::kTokensPerSec, n::kMsPerStep, n::kForwardMs, n::kBackwardMs, n::kCommMs,
+      n::kStepMs,       n::kRssMb,     n::kPeakRssMb};
   if (r->on_cuda()) {
     columns.push_back(n::kDevicePeakAllocatedMb);
     columns.push_back(n::kDevicePeakReservedMb);
@@ -89,7 +89,28 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
   return r;
 }
 
-void RunReport::Start() { start_ = Now(); }
+void RunReport::Start() {
+  start_ = Now();
+  skipped_seen_ = engine_.skipped_steps();
+  scale_seen_ = engine_.loss_scale();
+}
+
+void RunReport::PrintSkipped(int64_t step) {
+  const int64_t skipped = engine_.skipped_steps();
+  const double scale = engine_.loss_scale();
+  // One line per overflow, as DeepSpeed prints one: users grep logs for it.
+  if (skipped > skipped_seen_ && group_->rank() == 0) {
+    std::string line = absl::StrFormat(
+        "step %lld: OVERFLOW, gradients hold inf/NaN: optimizer step skipped (%lld so far)",
+        static_cast<long long>(step), static_cast<long long>(skipped));
+    if (config_.engine.precision == engine::Precision::kFloat16) {
+      absl::StrAppendFormat(&line, "; loss scale %.0f -> %.0f", scale_seen_, scale);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  skipped_seen_ = skipped;
+  scale_seen_ = scale;
+}
 
 absl::StatusOr<RunReport::Memory> RunReport::MaxMemory() {
   ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
@@ -134,6 +155,7 @@ absl::StatusOr<std::vector<std::pair<double, double>>> RunReport::DevicePeaksByR
 }
 
 absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
+  PrintSkipped(step);
   if (++steps_run_ == 1) first_loss_ = loss;
   last_loss_ = loss;
   if (steps_run_ > 1) train_seconds_ += seconds;  // the first step pays one-off allocation costs
@@ -153,6 +175,7 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
       {metrics::names::kLoss, loss},
       {metrics::names::kLr, engine_.lr()},
       {metrics::names::kLossScale, engine_.loss_scale()},
+      {metrics::names::kGradNorm, engine_.last_grad_norm()},
       {metrics::names::kSamplesPerSec, samples / seconds},
       {metrics::names::kTokensPerSec, samples * config_.model.block_size / seconds},
       {metrics::names::kMsPerStep, 1e3 * seconds},
@@ -279,15 +302,23 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
       per_rank, per_rank * config_.model.block_size, peak_.peak_rss / kMiB,
       engine_.model_state_bytes().total() / kMiB);
   std::printf("         offload: %s\n", OffloadSummary(config_.engine).c_str());
-  if (const engine::NvmeTraffic io = engine_.nvme_traffic();
-      io.bytes_read + io.bytes_written > 0 && steps > 0) {
-    // What offload to NVMe cost this rank, over the whole run (checkpoint saves included).
-    const double seconds = Now() - start_;
+  // What moving data between tiers cost this rank over the whole run (checkpoint saves included):
+  // device<->host on a GPU (collectives staged through host memory, statistics reads), and NVMe.
+  const engine::TierTraffic io = engine_.traffic();
+  const double run_seconds = Now() - start_;
+  if (on_cuda() && steps > 0) {
+    std::printf(
+        "         device<->host traffic, rank 0: to host %.2f MiB, to device %.2f MiB per step; "
+        "%.0f MiB/s over the run\n",
+        io.device_to_host / kMiB / steps, io.host_to_device / kMiB / steps,
+        (io.device_to_host + io.host_to_device) / kMiB / run_seconds);
+  }
+  if (io.nvme_read + io.nvme_written > 0 && steps > 0) {
     std::printf(
         "         NVMe traffic, rank 0: read %.1f MiB, written %.1f MiB per step; %.0f MiB/s "
         "over the run\n",
-        io.bytes_read / kMiB / steps, io.bytes_written / kMiB / steps,
-        (io.bytes_read + io.bytes_written) / kMiB / seconds);
+        io.nvme_read / kMiB / steps, io.nvme_written / kMiB / steps,
+        (io.nvme_read + io.nvme_written) / kMiB / run_seconds);
   }
   if (!device_peaks.empty()) {
     std::string line = "         cuda peak memory (caching allocator, MiB allocated / reserved):";
@@ -304,6 +335,9 @@ absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
   if (config_.engine.precision == engine::Precision::kFloat16) {
     std::printf("         fp16: %lld step(s) skipped on overflow, final loss scale %.0f\n",
                 static_cast<long long>(engine_.skipped_steps()), engine_.loss_scale());
+  } else if (engine_.skipped_steps() > 0) {
+    std::printf("         %lld step(s) skipped: their gradients held inf/NaN\n",
+                static_cast<long long>(engine_.skipped_steps()));
   }
   if (config_.model.checkpoint_every > 0) {
     const recompute::RecomputeStats rs = recompute::GetRecomputeStats();

@@ -57,6 +57,8 @@ class RunReport {
   // Each rank's device peaks (allocated, reserved) in bytes, in rank order (a collective; CUDA).
   absl::StatusOr<std::vector<std::pair<double, double>>> DevicePeaksByRank();
   void PrintProgress(int64_t step, double loss, double seconds, const Memory& memory) const;
+  // The overflow line, when `step` was skipped.
+  void PrintSkipped(int64_t step);
 
   const TrainerConfig& config_;
   comm::ProcessGroup* group_;
@@ -70,6 +72,8 @@ class RunReport {
   double first_loss_ = 0, last_loss_ = 0, last_eval_loss_ = 0, first_eval_loss_ = -1;
   std::string last_checkpoint_;  // "" = none saved
   Memory peak_;                  // the largest peaks seen at a progress line or the end
+  int64_t skipped_seen_ = 0;     // the engine's skipped steps and loss scale after the last step
+  double scale_seen_ = 1;
 };
 
 }  // namespace zerotrain::trainer

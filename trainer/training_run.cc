@@ -101,8 +101,10 @@ absl::StatusOr<double> GlobalMean(comm::ProcessGroup* group, double value) {
 // One optimizer step: gradient_accumulation_steps micro-batches. Returns this rank's mean loss.
 absl::StatusOr<double> TrainStep(Trainer& t) {
   if (t.schedule != nullptr) {
-    // DeepSpeed steps its scheduler once per optimizer step taken (not on skipped fp16 steps).
-    t.engine->set_lr(t.schedule->LearningRate(t.engine->optimizer_steps()));
+    // As DeepSpeed's scheduler has set them after the steps taken so far (lr_schedules.h).
+    const optim::StepHyperparams h = t.schedule->ForStep(t.engine->optimizer_steps());
+    t.engine->set_lr(h.lr);
+    if (h.betas) ZT_RETURN_IF_ERROR(t.engine->set_betas(h.betas->first, h.betas->second));
   }
   double loss_sum = 0;
   const int64_t gas = t.engine->batch().gradient_accumulation_steps;

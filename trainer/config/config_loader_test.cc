@@ -17,6 +17,7 @@ namespace {
 
 using google::protobuf::util::MessageDifferencer;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kConfigs[] = "trainer/configs/";
 constexpr char kTestdata[] = "trainer/config/testdata/";
@@ -221,7 +222,9 @@ TEST(ConfigLoader, FullDeepSpeedFileLoadsEverySection) {
   std::vector<std::string> warnings;
   TrainerConfigProto c = Load({"", std::string(kTestdata) + "ds_full.json"}, &warnings);
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_THAT(warnings[0], HasSubstr("memory_breakdown, zero_optimization.legacy_stage1"));
+  // legacy_stage1 is DeepSpeed's, at its default: accepted without a word (ds_zero_keys.h).
+  EXPECT_THAT(warnings[0], HasSubstr("ignoring unknown key(s) memory_breakdown"));
+  EXPECT_THAT(warnings[0], Not(HasSubstr("legacy_stage1")));
   const ZeroOptimizationConfig& z = c.zero_optimization();
   EXPECT_EQ(z.allgather_bucket_size(), 200000000);
   EXPECT_EQ(z.offload_param().buffer_size(), 100000000);

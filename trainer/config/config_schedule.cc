@@ -55,10 +55,13 @@ absl::StatusOr<optim::WarmupType> WarmupTypeOf(const SchedulerParams& p) {
                                                  p.warmup_type(), "\": expected log or linear"));
 }
 
-absl::StatusOr<optim::WarmupLROptions> Warmup(const SchedulerParams& p, SchedulerParams* e) {
+// `default_max_lr`: WarmupLR warms up to the optimizer's lr when warmup_max_lr is left out
+// (its default is None in 0.19.8); WarmupDecayLR passes its own default, 0.001.
+absl::StatusOr<optim::WarmupLROptions> Warmup(const SchedulerParams& p, double default_max_lr,
+                                              SchedulerParams* e) {
   optim::WarmupLROptions o;
   if (p.has_warmup_min_lr()) o.warmup_min_lr = p.warmup_min_lr();
-  if (p.has_warmup_max_lr()) o.warmup_max_lr = p.warmup_max_lr();
+  o.warmup_max_lr = p.has_warmup_max_lr() ? p.warmup_max_lr() : default_max_lr;
   if (p.has_warmup_num_steps()) o.warmup_num_steps = p.warmup_num_steps();
   ZT_ASSIGN_OR_RETURN(o.warmup_type, WarmupTypeOf(p));
   e->set_warmup_min_lr(o.warmup_min_lr);
@@ -166,10 +169,10 @@ absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& conf
   SchedulerParams* e = effective->mutable_params();
   e->Clear();
   if (out.type == "WarmupLR") {
-    ZT_ASSIGN_OR_RETURN(out.options, Warmup(p, e));
+    ZT_ASSIGN_OR_RETURN(out.options, Warmup(p, optimizer_lr, e));
   } else if (out.type == "WarmupDecayLR") {
     optim::WarmupDecayLROptions o;
-    ZT_ASSIGN_OR_RETURN(o.warmup, Warmup(p, e));
+    ZT_ASSIGN_OR_RETURN(o.warmup, Warmup(p, optim::WarmupLROptions().warmup_max_lr, e));
     o.total_num_steps = p.has_total_num_steps() ? p.total_num_steps() : run_steps;
     e->set_total_num_steps(o.total_num_steps);
     out.options = o;

@@ -20,8 +20,9 @@ struct LrScheduleOptions {
       options;
 };
 
-// `optimizer_lr` is WarmupCosineLR's base lr; `run_steps` is total_num_steps when the section
-// leaves it out. The resolved parameters are written back into `effective` (for --print_config).
+// `optimizer_lr` is WarmupCosineLR's base lr and WarmupLR's default warmup_max_lr; `run_steps` is
+// total_num_steps when the section leaves it out. The resolved parameters are written back into
+// `effective` (for --print_config).
 absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& config,
                                                      double optimizer_lr, int64_t run_steps,
                                                      SchedulerConfig* effective);

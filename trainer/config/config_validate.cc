@@ -213,6 +213,7 @@ absl::Status PrecisionToEngine(const TrainerConfigProto& c, engine::EngineOption
   e->precision = c.bf16().enabled()   ? engine::Precision::kBFloat16
                  : c.fp16().enabled() ? engine::Precision::kFloat16
                                       : engine::Precision::kFloat32;
+  e->check_grad_overflow = !c.bf16().enabled() || c.bf16().check_grad_overflow();
   const Fp16Config& f = c.fp16();
   e->fp16.loss_scale = f.loss_scale();
   e->fp16.initial_scale_power = f.initial_scale_power();
@@ -272,6 +273,15 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
                                                                              : out.engine.adam.lr,
                          out.run.steps, out.effective.mutable_scheduler()));
   if (!config.has_scheduler()) out.effective.clear_scheduler();
+  if (auto* cycle = std::get_if<optim::OneCycleOptions>(&out.scheduler.options);
+      cycle != nullptr && cycle->cycle_momentum &&
+      out.engine.optimizer == engine::OptimizerKind::kSgd) {
+    // DeepSpeed does the same for an optimizer without betas, with a warning.
+    cycle->cycle_momentum = false;
+    out.effective.mutable_scheduler()->mutable_params()->set_cycle_momentum(false);
+    warnings->push_back(
+        "scheduler.params.cycle_momentum: SGD has no betas to cycle; OneCycle cycles only the lr");
+  }
   ZT_RETURN_IF_ERROR(ModelFromConfig(config, &out, warnings));
   ZT_RETURN_IF_ERROR(DataFromConfig(config, &out.data, &out.effective));
   ZT_RETURN_IF_ERROR(MonitorsFromConfig(config, &out, warnings));

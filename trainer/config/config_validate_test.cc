@@ -193,6 +193,16 @@ TEST(ConfigValidate, OptimizerTypesFollowDeepSpeed) {
   TrainerConfig sgd = Valid(R"(optimizer { type: "sgd" params { lr: 0.1 momentum: 0.9
                                 nesterov: true weight_decay: 0.01 } })");
   EXPECT_EQ(sgd.engine.optimizer, engine::OptimizerKind::kSgd);
+  // OneCycle cycles Adam's betas; SGD has none, so it cycles only the lr, with a warning (as
+  // DeepSpeed does for an optimizer without betas).
+  std::vector<std::string> warnings;
+  TrainerConfig cycled = Valid(R"(optimizer { type: "sgd" params { lr: 0.1 } }
+      scheduler { type: "OneCycle" params { cycle_min_lr: 0.01 cycle_max_lr: 0.1 } })",
+                               &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("scheduler.params.cycle_momentum: SGD has no betas"));
+  EXPECT_FALSE(std::get<optim::OneCycleOptions>(cycled.scheduler.options).cycle_momentum);
+  EXPECT_FALSE(cycled.effective.scheduler().params().cycle_momentum());
   EXPECT_EQ(sgd.engine.sgd.lr, 0.1);
   EXPECT_EQ(sgd.engine.sgd.momentum, 0.9);
   EXPECT_TRUE(sgd.engine.sgd.nesterov);

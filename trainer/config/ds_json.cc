@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "tools/status_macros.h"
 #include "trainer/config/ds_json_compat.h"
+#include "trainer/config/ds_zero_keys.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -58,8 +59,14 @@ absl::StatusOr<Value> IntegerValue(const WalkState& s, const std::string& path,
   if (!std::isfinite(d) || d != std::floor(d)) {
     return FieldError(s, path, absl::StrCat("expected an integer, got ", d));
   }
-  if (d < lo || d > hi) return FieldError(s, path, absl::StrCat(d, " is out of range"));
   Value out;
+  // 2^63 is what Python's sys.maxsize (2^63 - 1, DeepSpeed's "no limit", e.g. the default of
+  // stage3_model_persistence_threshold) becomes as a JSON double: read it as INT64_MAX.
+  if (fd->cpp_type() == FieldDescriptor::CPPTYPE_INT64 && d == 9223372036854775808.0) {
+    out.set_string_value("9223372036854775807");
+    return out;
+  }
+  if (d < lo || d > hi) return FieldError(s, path, absl::StrCat(d, " is out of range"));
   out.set_string_value(absl::StrFormat("%.0f", d));
   return out;
 }
@@ -106,6 +113,13 @@ absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, 
     const std::string path = prefix + key;
     const FieldDescriptor* fd = d->FindFieldByName(key);
     if (fd == nullptr) {
+      // DeepSpeed passes these to a constructor, where an unknown keyword is a TypeError.
+      if (prefix == "optimizer.params." || prefix == "scheduler.params.") {
+        return FieldError(*s, path,
+                          absl::StrCat("not a parameter of any ", prefix.substr(0, 9),
+                                       " type zerotrain has (DeepSpeed's constructor would "
+                                       "reject it too)"));
+      }
       s->unknown.push_back(path);
       continue;
     }
@@ -148,6 +162,7 @@ absl::StatusOr<DsJson> ParseDsJson(const std::string& json, const std::string& f
   DsJson result;
   ZT_RETURN_IF_ERROR(RewriteDeprecatedKeys(file, root.mutable_struct_value(), &result.warnings));
   ZT_RETURN_IF_ERROR(RejectUnimplementedSections(file, root.mutable_struct_value()));
+  ZT_RETURN_IF_ERROR(ResolveZeroKeys(file, root.mutable_struct_value()));
 
   WalkState state{std::string(file), {}, {}};
   Value clean;

@@ -22,6 +22,10 @@ absl::Status RewriteCpuOffload(const std::string& file, Struct* zero, const char
   auto it = zero->fields().find(old_key);
   if (it == zero->fields().end()) return absl::OkStatus();
   const std::string path = absl::StrCat("zero_optimization.", old_key);
+  if (it->second.has_null_value()) {  // DeepSpeed's default: not set
+    zero->mutable_fields()->erase(old_key);
+    return absl::OkStatus();
+  }
   if (!it->second.has_bool_value()) return NotBool(file, path);
   const bool on = it->second.bool_value();
   zero->mutable_fields()->erase(old_key);
@@ -65,7 +69,9 @@ absl::Status RewriteZero(const std::string& file, Struct* root,
   Struct* z = zero.mutable_struct_value();
   bool pin = false;
   auto pin_it = z->fields().find("cpu_offload_use_pin_memory");
-  if (pin_it != z->fields().end()) {
+  if (pin_it != z->fields().end() && pin_it->second.has_null_value()) {
+    z->mutable_fields()->erase("cpu_offload_use_pin_memory");
+  } else if (pin_it != z->fields().end()) {
     if (!pin_it->second.has_bool_value()) {
       return NotBool(file, "zero_optimization.cpu_offload_use_pin_memory");
     }
@@ -79,9 +85,11 @@ absl::Status RewriteZero(const std::string& file, Struct* root,
       !s.ok()) {
     return s;
   }
-  if (auto s = RewriteCpuOffload(file, z, "cpu_offload_params", "offload_param", pin, warnings);
-      !s.ok()) {
-    return s;
+  // 0.19.8 spells it cpu_offload_param; older releases and guides cpu_offload_params.
+  for (const char* old_key : {"cpu_offload_param", "cpu_offload_params"}) {
+    if (auto s = RewriteCpuOffload(file, z, old_key, "offload_param", pin, warnings); !s.ok()) {
+      return s;
+    }
   }
   constexpr const char* kOld = "stage3_gather_fp16_weights_on_model_save";
   constexpr const char* kNew = "stage3_gather_16bit_weights_on_model_save";

@@ -13,7 +13,7 @@
 namespace zerotrain::trainer {
 
 // bfloat16 → bf16; zero_optimization: true|false|<stage> (with top-level allgather_size);
-// zero_optimization.cpu_offload / cpu_offload_params / cpu_offload_use_pin_memory →
+// zero_optimization.cpu_offload / cpu_offload_param(s) / cpu_offload_use_pin_memory →
 // offload_optimizer / offload_param; stage3_gather_fp16_weights_on_model_save → its 16bit name.
 // One warning per rewrite.
 absl::Status RewriteDeprecatedKeys(const std::string& file, google::protobuf::Struct* root,

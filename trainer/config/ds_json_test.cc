@@ -73,14 +73,55 @@ TEST(DsJson, NullMeansDefault) {
 
 TEST(DsJson, UnknownKeysAreDroppedWithOneWarningListingThemAll) {
   DsJson d = Parse(R"({"memory_breakdown": false, "train_batch_size": 8,
-      "zero_optimization": {"stage": 1, "legacy_stage1": false},
-      "optimizer": {"params": {"foo": 1}}})");
+      "zero_optimization": {"stage": 1}, "wall_clock_breakdown": false, "foo": {"bar": 1}})");
   EXPECT_EQ(d.config.train_batch_size(), 8);
   EXPECT_EQ(d.config.zero_optimization().stage(), 1);
   ASSERT_EQ(d.warnings.size(), 1u);
   EXPECT_THAT(d.warnings[0], HasSubstr("t.json"));
-  EXPECT_THAT(d.warnings[0], HasSubstr("memory_breakdown, optimizer.params.foo, "
-                                       "zero_optimization.legacy_stage1"));
+  EXPECT_THAT(d.warnings[0], HasSubstr("ignoring unknown key(s) foo, memory_breakdown"));
+}
+
+// DeepSpeed 0.19.8's zero_optimization model forbids extra keys, and its optimizer and scheduler
+// constructors reject unknown keywords: so do we, naming every key.
+TEST(DsJson, UnknownKeysInsideZeroOptimizerAndSchedulerParamsAreErrors) {
+  std::string e = Error(R"({"zero_optimization": {"stage": 2, "overlap_com": true,
+      "reduce_bucket": 5}})");
+  EXPECT_THAT(e, HasSubstr("t.json: zero_optimization.overlap_com, zero_optimization."
+                           "reduce_bucket: unknown key"));
+  EXPECT_THAT(Error(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.1, "betas1": 0.9}}})"),
+              HasSubstr("optimizer.params.betas1: not a parameter of any optimizer"));
+  EXPECT_THAT(Error(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_step": 9}}})"),
+              HasSubstr("scheduler.params.warmup_step: not a parameter of any scheduler"));
+}
+
+// DeepSpeed names the stage-3 keys without the prefix (the stage3_ spellings are aliases).
+TEST(DsJson, Stage3KeysWithoutThePrefixAreTheSameKeys) {
+  DsJson d = Parse(R"({"zero_optimization": {"stage": 3, "prefetch_bucket_size": 1234,
+      "max_live_parameters": 5e6, "stage3_param_persistence_threshold": 77,
+      "model_persistence_threshold": 9223372036854775807}})");
+  const ZeroOptimizationConfig& z = d.config.zero_optimization();
+  EXPECT_EQ(z.stage3_prefetch_bucket_size(), 1234);
+  EXPECT_EQ(z.stage3_max_live_parameters(), 5000000);
+  EXPECT_EQ(z.stage3_param_persistence_threshold(), 77);
+  EXPECT_EQ(z.stage3_model_persistence_threshold(), INT64_MAX);  // sys.maxsize
+  EXPECT_TRUE(d.warnings.empty());
+  EXPECT_THAT(Error(R"({"zero_optimization": {"prefetch_bucket_size": 1,
+      "stage3_prefetch_bucket_size": 2}})"),
+              HasSubstr("zero_optimization.prefetch_bucket_size and "
+                        "zero_optimization.stage3_prefetch_bucket_size are one setting"));
+}
+
+// Keys of DeepSpeed's model that zerotrain has no field for: accepted at DeepSpeed's default or
+// where they cannot matter, refused otherwise.
+TEST(DsJson, DeepSpeedOnlyZeroKeysAreAcceptedAtTheirDefaultAndRefusedOtherwise) {
+  DsJson d = Parse(R"({"zero_optimization": {"legacy_stage1": false, "compute_grad_norm": true,
+      "zenflow": null, "override_module_apply": false, "log_trace_cache_warnings": true,
+      "leaf_module": {"classes": ["X"]}}})");
+  EXPECT_TRUE(d.warnings.empty());
+  EXPECT_THAT(Error(R"({"zero_optimization": {"legacy_stage1": true}})"),
+              HasSubstr("zero_optimization.legacy_stage1 = true: not supported by zerotrain"));
+  EXPECT_THAT(Error(R"({"zero_optimization": {"module_granularity_threshold": 5}})"),
+              HasSubstr("set DeepSpeed's default 0"));
 }
 
 TEST(DsJson, DeprecatedBfloat16IsBf16) {

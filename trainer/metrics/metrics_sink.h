@@ -22,6 +22,7 @@ namespace names {
 inline constexpr char kLoss[] = "loss";
 inline constexpr char kLr[] = "lr";
 inline constexpr char kLossScale[] = "loss_scale";
+inline constexpr char kGradNorm[] = "grad_norm";  // global L2 norm; inf on a skipped step
 inline constexpr char kSamplesPerSec[] = "samples_per_sec";
 inline constexpr char kTokensPerSec[] = "tokens_per_sec";
 inline constexpr char kMsPerStep[] = "ms_per_step";
