@@ -31,17 +31,33 @@ double OpStats::algbw_gbps() const {
 double OpStats::busbw_gbps() const { return algbw_gbps() * BusBandwidthFactor(kind, world_size); }
 
 void CommLog::Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
-  OpStats& s = stats_[{static_cast<int>(kind), bytes}];
-  if (s.count == 0) {
-    s.kind = kind;
-    s.bytes = bytes;
-    s.world_size = world_size;
-    s.min_seconds = seconds;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    OpStats& s = stats_[{static_cast<int>(kind), bytes}];
+    if (s.count == 0) {
+      s.kind = kind;
+      s.bytes = bytes;
+      s.world_size = world_size;
+      s.min_seconds = seconds;
+    }
+    s.count += 1;
+    s.total_seconds += seconds;
+    s.min_seconds = std::min(s.min_seconds, seconds);
   }
-  s.count += 1;
-  s.total_seconds += seconds;
-  s.min_seconds = std::min(s.min_seconds, seconds);
+  if (each_op_) {
+    OpStats one;
+    one.kind = kind;
+    one.bytes = bytes;
+    one.world_size = world_size;
+    one.count = 1;
+    one.total_seconds = one.min_seconds = seconds;
+    each_op_(one);
+  }
+}
+
+std::string OpLine(const OpStats& op) {
+  return absl::StrFormat("%s %d B %.3f ms algbw %.3f GB/s busbw %.3f GB/s", CollectiveName(op.kind),
+                         op.bytes, op.mean_seconds() * 1e3, op.algbw_gbps(), op.busbw_gbps());
 }
 
 std::vector<OpStats> CommLog::Stats() const {
@@ -51,10 +67,11 @@ std::vector<OpStats> CommLog::Stats() const {
   return out;
 }
 
-std::string CommLog::Summary() const {
+std::string CommLog::Summary(const std::vector<CollectiveKind>& only) const {
   std::string out = absl::StrFormat("%-15s %14s %8s %12s %12s %12s\n", "op", "bytes", "calls",
                                     "mean_us", "algbw_GB/s", "busbw_GB/s");
   for (const OpStats& s : Stats()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), s.kind) == only.end()) continue;
     out += absl::StrFormat("%-15s %14d %8d %12.1f %12.3f %12.3f\n", CollectiveName(s.kind), s.bytes,
                            s.count, s.mean_seconds() * 1e6, s.algbw_gbps(), s.busbw_gbps());
   }

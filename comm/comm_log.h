@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,13 +38,20 @@ class CommLog {
   void Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds);
   // One entry per (op, size), ordered by op then size.
   std::vector<OpStats> Stats() const;
-  // A table: op, size, calls, mean time, algbw, busbw.
-  std::string Summary() const;
+  // A table: op, size, calls, mean time, algbw, busbw; only the ops in `only` when given.
+  std::string Summary(const std::vector<CollectiveKind>& only = {}) const;
+  // Called with each op as it is recorded (count 1), outside the log's lock: DeepSpeed's
+  // comms_logger.verbose. Set it before the first op.
+  void OnEachOp(std::function<void(const OpStats&)> fn) { each_op_ = std::move(fn); }
   void Clear();
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<int, int64_t>, OpStats> stats_;
+  std::function<void(const OpStats&)> each_op_;
 };
+
+// "all_reduce 4096 B 0.120 ms algbw 0.034 GB/s busbw 0.034 GB/s": one op, for the verbose log.
+std::string OpLine(const OpStats& op);
 
 }  // namespace zerotrain::comm

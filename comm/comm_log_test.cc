@@ -1,6 +1,9 @@
 // CommLog's bandwidths follow nccl-tests' definitions (checked by hand-computed figures).
 #include "comm/comm_log.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace zerotrain::comm {
@@ -26,6 +29,23 @@ TEST(CommLog, AlgorithmAndBusBandwidth) {
   EXPECT_NE(log.Summary().find("reduce_scatter"), std::string::npos);
   log.Clear();
   EXPECT_TRUE(log.Stats().empty());
+}
+
+TEST(CommLog, SummaryFiltersAndEachOpSeesEveryRecord) {
+  CommLog log;
+  std::vector<std::string> lines;
+  log.OnEachOp([&](const OpStats& op) { lines.push_back(OpLine(op)); });
+  log.Record(CollectiveKind::kAllReduce, 4000, 2, 0.002);
+  log.Record(CollectiveKind::kAllGather, 8000, 2, 0.001);
+  log.Record(CollectiveKind::kAllReduce, 4000, 2, 0.004);
+  ASSERT_EQ(lines.size(), 3u);
+  // 4000 B in 2 ms: 0.002 GB/s, busbw the same over 2 ranks.
+  EXPECT_EQ(lines[0], "all_reduce 4000 B 2.000 ms algbw 0.002 GB/s busbw 0.002 GB/s");
+  EXPECT_EQ(lines[1], "all_gather 8000 B 1.000 ms algbw 0.008 GB/s busbw 0.004 GB/s");
+  const std::string only = log.Summary({CollectiveKind::kAllGather});
+  EXPECT_NE(only.find("all_gather"), std::string::npos) << only;
+  EXPECT_EQ(only.find("all_reduce"), std::string::npos) << only;
+  EXPECT_NE(log.Summary().find("all_reduce"), std::string::npos);
 }
 
 TEST(CommLog, BusFactors) {

@@ -200,6 +200,8 @@ class Engine {
     return engine::AgreeAllOk(group_, local, where);
   }
   absl::Status CheckModelMatches(const checkpoint::CheckpointReader& reader) const;
+  // options_.tag_validation: whether every rank's tag is this rank's (collective unless kIgnore).
+  absl::Status CheckTagAgrees(const std::string& tag) const;
   // SaveCheckpoint's phases: this rank's file (the arrays in the store's checkpoint layout, and
   // the RNG), and the manifest rank 0 commits.
   absl::Status WriteRankArrays(const checkpoint::TagLocation& at, std::vector<at::Tensor>* arrays,

@@ -9,6 +9,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -91,13 +92,36 @@ checkpoint::ParameterEntry EntryOf(const std::string& name, const std::vector<in
 
 }  // namespace
 
+absl::Status Engine::CheckTagAgrees(const std::string& tag) const {
+  if (options_.tag_validation == TagValidation::kIgnore) return absl::OkStatus();
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a: the same on every rank
+  for (unsigned char c : tag) hash = (hash ^ c) * 1099511628211ull;
+  at::Tensor mine = at::tensor({static_cast<int64_t>(hash)}, at::kLong);
+  at::Tensor all = at::empty({group_->world_size()}, at::kLong);
+  ZT_RETURN_IF_ERROR(group_->AllGather(mine, all));
+  for (int r = 0; r < group_->world_size(); ++r) {
+    if (all[r].item<int64_t>() == mine.item<int64_t>()) continue;
+    const std::string message =
+        absl::StrCat("checkpoint tag \"", tag, "\" is not rank ", r,
+                     "'s: every rank must save under one tag (checkpoint.tag_validation)");
+    if (options_.tag_validation == TagValidation::kFail) {
+      return absl::FailedPreconditionError(message);
+    }
+    std::fprintf(stderr, "zerotrain: warning: rank %d: %s\n", group_->rank(), message.c_str());
+    break;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& tag_in,
                                     const std::map<std::string, std::string>& client_state) {
   const int rank = group_->rank();
   const std::string where = absl::StrCat("SaveCheckpoint on rank ", rank, ": ");
   const checkpoint::TagLocation at{
       dir, tag_in.empty() ? checkpoint::DefaultTag(optimizer_steps_) : tag_in};
-  absl::Status local = checkpoint::ValidateTag(at.tag);
+  // First, and on every rank: it is a collective.
+  absl::Status local = CheckTagAgrees(at.tag);
+  if (local.ok()) local = checkpoint::ValidateTag(at.tag);
   if (local.ok() && (backward_pending_ || micro_steps_ % batch_.gradient_accumulation_steps != 0)) {
     local = absl::FailedPreconditionError(
         absl::StrCat("micro step ", micro_steps_,

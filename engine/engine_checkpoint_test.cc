@@ -404,6 +404,21 @@ absl::StatusOr<std::string> BadInput() {
   ZT_RETURN_IF_ERROR(Step(*e4, gas_net));
   ZT_RETURN_IF_ERROR(Expect(e4->SaveCheckpoint(TestDir("bad/gas")),
                             {"inside an accumulation window"}, "mid-accumulation save"));
+  // Ranks given different tags: checkpoint.tag_validation Fail refuses on every rank before
+  // anything is written.
+  Named tag_net("fc2", 5);
+  EngineOptions strict = SmallOptions(1);
+  strict.tag_validation = TagValidation::kFail;
+  ZT_ASSIGN_OR_RETURN(auto e5, Engine::Create(tag_net, strict, group.get()));
+  ZT_RETURN_IF_ERROR(Step(*e5, tag_net));
+  ZT_RETURN_IF_ERROR(Expect(
+      e5->SaveCheckpoint(TestDir("bad/tags"), rank == 0 ? "a" : "b"),
+      {rank == 0 ? "checkpoint tag \"a\" is not rank 1's" : "checkpoint tag \"b\" is not rank 0's",
+       "checkpoint.tag_validation"},
+      "different tags"));
+  if (std::filesystem::exists(TestDir("bad/tags") + "/a")) {
+    return absl::InternalError("a refused save wrote its tag directory");
+  }
   return std::string("ok");
 }
 

@@ -36,6 +36,11 @@ enum class OptimizerKind { kAdam, kSgd };  // kAdam covers AdamW through adam.ad
 // kCpu: in host memory from a PinnedHostPool (page-locked when pin_memory and a GPU is present);
 // kNvme: in swap files under nvme_path, buffer_count sub-groups in host memory at a time.
 enum class OffloadDevice { kNone, kCpu, kNvme };
+
+// DeepSpeed's checkpoint.tag_validation: SaveCheckpoint checks that every rank was given the same
+// tag (one small all-gather per save); a difference warns on stderr, or fails the save on every
+// rank before anything is written.
+enum class TagValidation { kIgnore, kWarn, kFail };
 const char* OffloadDeviceName(OffloadDevice d);  // "none", "cpu", "nvme"
 
 struct OptimizerOffloadOptions {
@@ -99,6 +104,7 @@ struct EngineOptions {
     return a;
   }();
   optim::SgdOptions sgd;
+  TagValidation tag_validation = TagValidation::kWarn;
   // Extension point: when set, the engine steps this optimizer instead of the built-in one.
   std::function<std::unique_ptr<ShardOptimizer>()> optimizer_factory;
 };

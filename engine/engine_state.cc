@@ -24,8 +24,11 @@ absl::Status Engine::InitOffload() {
   const OptimizerOffloadOptions& off = options_.offload_optimizer;
   const ParamOffloadOptions& param = options_.offload_param;
   offload::PinnedHostPoolOptions po;
-  po.use_cuda_host_alloc = (off.device != OffloadDevice::kNone && off.pin_memory) ||
-                           (param.device != OffloadDevice::kNone && param.pin_memory);
+  // Page-locking speeds up copies between a device and host memory; a CPU engine makes none, so
+  // pin_memory (on by default, as in DeepSpeed) costs it nothing and asks for nothing.
+  po.use_cuda_host_alloc =
+      !options_.device.is_cpu() && ((off.device != OffloadDevice::kNone && off.pin_memory) ||
+                                    (param.device != OffloadDevice::kNone && param.pin_memory));
   ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create(po));
   host_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
   auto make_swap = [&](const std::string& path, const offload::AioOptions& aio, const char* field,

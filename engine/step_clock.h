@@ -45,9 +45,9 @@ class StepClock {
   virtual void Forget(size_t count) = 0;               // drops the first `count` marks
 
  private:
-  size_t marks_ = 0;                // recorded and not forgotten
-  std::vector<StepPhase> phases_;   // phases_[i]: the phase that ended at mark i + 1
-  size_t ended_marks_ = 0;          // marks (from 0) that belong to the ended, unread step
+  size_t marks_ = 0;               // recorded and not forgotten
+  std::vector<StepPhase> phases_;  // phases_[i]: the phase that ended at mark i + 1
+  size_t ended_marks_ = 0;         // marks (from 0) that belong to the ended, unread step
   bool unread_ = false;
   StepTimes last_;
 };

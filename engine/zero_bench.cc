@@ -4,7 +4,8 @@
 // markdown table. samples/s comes from the median step (forward + Backward + Step between
 // barriers); the split columns are means.
 //   bazel run -c opt //engine:zero_bench [-- --world=2 --steps=5 --micro=4 --backend=gloo|shm
-//                                              --allgather_bucket_size=4194304]
+//                                              --allgather_bucket_size=4194304
+//                                              --no_overflow_check]
 // Started without rank variables it launches the ranks itself (this binary, one process each,
 // OMP_NUM_THREADS=1 unless set, as torchrun does).
 #include <torch/torch.h>
@@ -28,6 +29,7 @@ namespace {
 constexpr int64_t kDim = 512, kLayers = 16, kSeq = 32;
 int64_t micro_batch = 4;             // --micro: samples per rank per step
 bool shm = false;                    // --backend=shm
+bool check_overflow = true;          // --no_overflow_check: EngineOptions::check_grad_overflow
 int64_t allgather_bucket = 1 << 22;  // --allgather_bucket_size, elements (the reduce bucket's)
 
 void Check(const absl::Status& s) {
@@ -71,6 +73,7 @@ std::unique_ptr<Stage> MakeStage(int stage, bool reduce_scatter, bool prefetch,
   o.reduce_bucket_size = 1 << 22;
   o.allgather_bucket_size = allgather_bucket;
   o.reduce_scatter = reduce_scatter;
+  o.check_grad_overflow = check_overflow;
   // DeepSpeed's defaults: LayerNorms (1024 elements) stay whole, prefetch 5e7 elements ahead.
   if (!prefetch) o.stage3.prefetch_numel = 0;
   auto engine = Engine::Create(*s->model, o, group);
@@ -195,6 +198,7 @@ int main(int argc, char** argv) {
     if (a.rfind("--steps=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &steps) && steps > 0;
     if (a.rfind("--micro=", 0) == 0) ok = absl::SimpleAtoi(a.substr(8), &micro) && micro > 0;
     if (a == "--no_call_check") ok = !(check_calls = false);
+    if (a == "--no_overflow_check") ok = !(zerotrain::engine::check_overflow = false);
     if (a.rfind("--allgather_bucket_size=", 0) == 0) {
       ok = absl::SimpleAtoi(a.substr(24), &zerotrain::engine::allgather_bucket) &&
            zerotrain::engine::allgather_bucket > 0;
@@ -206,7 +210,7 @@ int main(int argc, char** argv) {
     if (!ok) {
       std::fprintf(stderr,
                    "zero_bench: bad flag %s (--world=N --steps=N --micro=N --backend=gloo|shm "
-                   "--allgather_bucket_size=N --no_call_check)\n",
+                   "--allgather_bucket_size=N --no_call_check --no_overflow_check)\n",
                    a.c_str());
       return 2;
     }
@@ -219,6 +223,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args = {absl::StrCat("--steps=", steps),
                                    absl::StrCat("--micro=", micro)};
   if (!check_calls) args.push_back("--no_call_check");
+  if (!zerotrain::engine::check_overflow) args.push_back("--no_overflow_check");
   if (zerotrain::engine::shm) args.push_back("--backend=shm");
   args.push_back(absl::StrCat("--allgather_bucket_size=", zerotrain::engine::allgather_bucket));
   absl::Status s =

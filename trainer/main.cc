@@ -7,6 +7,7 @@
 // SIGINT/SIGTERM.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,6 +29,27 @@
 
 namespace zerotrain::trainer {
 namespace {
+
+// comms_logger: the ops its table and verbose lines cover; every op when prof_all is on.
+std::vector<comm::CollectiveKind> ProfiledOps(const CommsLoggerOptions& c) {
+  using K = comm::CollectiveKind;
+  std::vector<K> out;
+  for (K k : {K::kAllReduce, K::kReduceScatter, K::kAllGather, K::kBroadcast, K::kBarrier}) {
+    const bool listed = std::find(c.prof_ops.begin(), c.prof_ops.end(), comm::CollectiveName(k)) !=
+                        c.prof_ops.end();
+    if (c.prof_all || listed) out.push_back(k);
+  }
+  return out;
+}
+
+// Rank 0's verbose line per op, as DeepSpeed's comms_logger.verbose prints one.
+void LogEachOp(const CommsLoggerOptions& c, comm::ProcessGroup* group) {
+  if (!c.enabled || !c.verbose || group->rank() != 0) return;
+  group->log().OnEachOp([ops = ProfiledOps(c)](const comm::OpStats& op) {
+    if (std::find(ops.begin(), ops.end(), op.kind) == ops.end()) return;
+    std::printf("comm op: %s\n", comm::OpLine(op).c_str());
+  });
+}
 
 constexpr int kBadInput = 2;
 constexpr int kDefaultRanks = 2;
@@ -134,9 +156,17 @@ int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
     options.check_calls = config.run.check_calls;
     options.backend = BackendKind(config.run.dist_backend);
     ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(*info, options));
+    LogEachOp(config.comms_logger, group.get());
     ZT_RETURN_IF_ERROR(TrainGpt(config, group.get(), {.memory_summary = flags.memory_summary}));
     if (config.comms_logger.enabled && rank == 0) {
-      std::printf("\ncollectives of rank 0:\n%s", group->log().Summary().c_str());
+      const std::vector<comm::CollectiveKind> ops = ProfiledOps(config.comms_logger);
+      if (ops.empty()) {
+        std::printf("\ncollectives of rank 0: none profiled (prof_all false, prof_ops empty)\n");
+      } else {
+        std::printf("\ncollectives of rank 0%s:\n%s",
+                    config.comms_logger.prof_all ? "" : " (prof_ops)",
+                    group->log().Summary(ops).c_str());
+      }
     }
     return absl::OkStatus();
   }();

@@ -146,6 +146,25 @@ TEST(MainTest, TwoRankRunLearnsAndWritesItsMonitors) {
   EXPECT_EQ(tfevents, 1);
 }
 
+// comms_logger's filter and verbose lines: only the listed ops, in the table and line by line.
+TEST(MainTest, CommsLoggerPrintsOnlyTheProfiledOps) {
+  const std::string dir = Dir("comms");
+  const Result r = RunMain(
+      {"--config=" + WriteConfig(dir, dir + "/out", 3,
+                                 {{"comms",
+                                   "comms_logger { enabled: true verbose: true prof_all: false "
+                                   "prof_ops: [\"all_gather_into_tensor\"] }"}})},
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("comm op: all_gather "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("comm op: reduce_scatter"), std::string::npos) << r.out;
+  const size_t table = r.out.find("collectives of rank 0 (prof_ops):");
+  ASSERT_NE(table, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nall_gather ", table), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nreduce_scatter ", table), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nall_reduce ", table), std::string::npos) << r.out;
+}
+
 TEST(MainTest, SharedMemoryBackendTrainsLikeGloo) {
   // Both transports sum two ranks' gradients in the same order, so the same run prints the same
   // losses; the banner names the transport.

@@ -195,7 +195,15 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
     window_seconds_ = 0;
     window_steps_ = 0;
   }
-  return sink_->Write(step, row);
+  ZT_RETURN_IF_ERROR(sink_->Write(step, row));
+  // DeepSpeed's monitor tags, indexed by samples seen, for dashboards built on DeepSpeed runs.
+  const int64_t seen = step * engine_.batch().train_batch_size;
+  std::vector<metrics::Scalar> ds = {{metrics::names::kDsTrainLoss, loss},
+                                     {metrics::names::kDsLr, engine_.lr()}};
+  if (config_.engine.precision == engine::Precision::kFloat16) {
+    ds.push_back({metrics::names::kDsLossScale, engine_.loss_scale()});
+  }
+  return sink_->WriteTensorBoardOnly(seen, ds);
 }
 
 void RunReport::PrintProgress(int64_t step, double loss, double seconds,

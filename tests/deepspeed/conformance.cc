@@ -25,8 +25,7 @@ absl::StatusOr<google::protobuf::Struct> ParseJsonObject(const std::string& text
   const auto status = google::protobuf::util::JsonStringToMessage(text, &out);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("the oracle's output is not a JSON object (",
-                                                   status.ToString(), "): ",
-                                                   text.substr(0, 300)));
+                                                   status.ToString(), "): ", text.substr(0, 300)));
   }
   return out;
 }

@@ -6,6 +6,17 @@ Each subcommand reads inputs the C++ test wrote and prints one JSON object on st
   lr <dir> <steps>   for every <dir>/*.json: the lr and Adam betas in the optimizer's param
                      group at each of <steps> optimizer steps of a real deepspeed.initialize()
                      engine (one process, gloo), i.e. what each step ran with.
+  scaler <dir>       for every <dir>/*.json (a ds_config with an fp16 section and a "pattern"
+                     key, one 0/1 per step, 1 = that step overflowed): the loss scaler
+                     DeepSpeed's ZeRO optimizers create from it (CreateLossScaler) fed the
+                     pattern; the scale and hysteresis each step ran with, and the step at which
+                     update_scale raised (-1 for none).
+  zero_fields        DeepSpeed's zero_optimization model: every field's name, alias, default
+                     (as JSON) and whether it is deprecated.
+  accepts <dir>      for every <dir>/*.json: "ok" when DeepSpeedConfig accepts it, else
+                     "error: " and the first line of what it raised.
+  defaults <dir>     for every <dir>/*.json: the values DeepSpeedConfig resolves for the keys
+                     zerotrain shares with it, under zerotrain's dotted field names (DEFAULTS).
 """
 import glob
 import json
@@ -113,13 +124,75 @@ def accepts(directory):
     return out
 
 
+# zerotrain's field (the effective TrainerConfigProto's dotted path) -> how DeepSpeed 0.19.8's
+# resolved config holds it. None in DeepSpeed means "off" where zerotrain writes 0.
+DEFAULTS = {
+    "gradient_clipping": lambda c: c.gradient_clipping,
+    "steps_per_print": lambda c: c.steps_per_print or 0,
+    "wall_clock_breakdown": lambda c: c.wall_clock_breakdown,
+    "zero_optimization.stage": lambda c: c.zero_config.stage,
+    "zero_optimization.overlap_comm": lambda c: c.zero_config.overlap_comm,
+    "zero_optimization.contiguous_gradients": lambda c: c.zero_config.contiguous_gradients,
+    "zero_optimization.reduce_scatter": lambda c: c.zero_config.reduce_scatter,
+    "zero_optimization.reduce_bucket_size": lambda c: c.zero_config.reduce_bucket_size,
+    "zero_optimization.allgather_partitions": lambda c: c.zero_config.allgather_partitions,
+    "zero_optimization.allgather_bucket_size": lambda c: c.zero_config.allgather_bucket_size,
+    "zero_optimization.round_robin_gradients": lambda c: c.zero_config.round_robin_gradients,
+    "zero_optimization.ignore_unused_parameters": lambda c: c.zero_config.ignore_unused_parameters,
+    "zero_optimization.load_from_fp32_weights": lambda c: c.zero_config.load_from_fp32_weights,
+    "zero_optimization.elastic_checkpoint": lambda c: c.zero_config.elastic_checkpoint,
+    "zero_optimization.sub_group_size": lambda c: c.zero_config.sub_group_size,
+    "zero_optimization.stage3_prefetch_bucket_size": lambda c: c.zero_config.prefetch_bucket_size,
+    "zero_optimization.stage3_param_persistence_threshold":
+        lambda c: c.zero_config.param_persistence_threshold,
+    "zero_optimization.stage3_max_live_parameters": lambda c: c.zero_config.max_live_parameters,
+    "zero_optimization.stage3_max_reuse_distance": lambda c: c.zero_config.max_reuse_distance,
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save":
+        lambda c: c.zero_config.gather_16bit_weights_on_model_save,
+    "zero_optimization.memory_efficient_linear": lambda c: c.zero_config.memory_efficient_linear,
+    "zero_optimization.offload_optimizer.pin_memory":
+        lambda c: c.zero_config.offload_optimizer.pin_memory,
+    "zero_optimization.offload_optimizer.buffer_count":
+        lambda c: c.zero_config.offload_optimizer.buffer_count,
+    "zero_optimization.offload_param.pin_memory": lambda c: c.zero_config.offload_param.pin_memory,
+    "zero_optimization.offload_param.buffer_count":
+        lambda c: c.zero_config.offload_param.buffer_count,
+    "zero_optimization.offload_param.buffer_size": lambda c: c.zero_config.offload_param.buffer_size,
+    "zero_optimization.offload_param.max_in_cpu": lambda c: c.zero_config.offload_param.max_in_cpu,
+    "fp16.loss_scale": lambda c: c.float16_config.loss_scale,
+    "fp16.initial_scale_power": lambda c: c.float16_config.initial_scale_power,
+    "fp16.loss_scale_window": lambda c: c.float16_config.loss_scale_window,
+    "fp16.hysteresis": lambda c: c.float16_config.hysteresis,
+    "fp16.consecutive_hysteresis": lambda c: c.float16_config.consecutive_hysteresis,
+    "fp16.min_loss_scale": lambda c: c.float16_config.min_loss_scale,
+    "bf16.check_grad_overflow": lambda c: c.bfloat16_config.check_grad_overflow,
+}
+
+
+def resolved_defaults(directory):
+    init_single_process()
+    from deepspeed.runtime.config import DeepSpeedConfig
+    out = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        with open(path) as f:
+            config = DeepSpeedConfig(json.load(f))
+        values = {}
+        for field, read in DEFAULTS.items():
+            try:
+                values[field] = read(config)
+            except AttributeError:  # an offload section the case does not have
+                continue
+        out[os.path.basename(path)[:-len(".json")]] = values
+    return out
+
+
 def main(argv):
     # Only the JSON goes to stdout: DeepSpeed and the op builds it runs print there too.
     result_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if len(argv) < 2:
-        sys.exit("usage: ds_oracle.py lr <dir> <steps> | scaler <dir> | zero_fields | accepts <dir>")
+        sys.exit("usage: ds_oracle.py lr <dir> <steps> | scaler <dir> | zero_fields | accepts <dir> | defaults <dir>")
     if argv[1] == "lr":
         result = lr_sequences(argv[2], int(argv[3]))
     elif argv[1] == "scaler":
@@ -128,6 +201,8 @@ def main(argv):
         result = zero_fields()
     elif argv[1] == "accepts":
         result = accepts(argv[2])
+    elif argv[1] == "defaults":
+        result = resolved_defaults(argv[2])
     else:
         sys.exit(f"ds_oracle.py: unknown subcommand {argv[1]!r}")
     json.dump(result, result_out)

@@ -33,10 +33,8 @@ struct Case {
 std::vector<Case> Grid() {
   // Bursts, isolated overflows, long clean runs (growth), and a run into the minimum scale.
   const std::vector<std::string> patterns = {
-      "0000000000000000000000000000000000000000",
-      "1000000000000100000000000000011000000000",
-      "0110111100000011000000000001010101010000",
-      "1111111111111111111111111111111111111111",
+      "0000000000000000000000000000000000000000", "1000000000000100000000000000011000000000",
+      "0110111100000011000000000001010101010000", "1111111111111111111111111111111111111111",
       "0010010010010010010010010010010010010010",
   };
   std::vector<Case> cases;
@@ -44,13 +42,12 @@ std::vector<Case> Grid() {
     for (int hysteresis : {1, 2, 3}) {
       for (bool consecutive : {false, true}) {
         for (int window : {1, 3}) {
-          cases.push_back(
-              {absl::StrFormat("p%d_h%d_c%d_w%d", p, hysteresis, consecutive, window),
-               absl::StrFormat(R"({"enabled": true, "initial_scale_power": 6,)"
-                               R"( "loss_scale_window": %d, "hysteresis": %d,)"
-                               R"( "consecutive_hysteresis": %s, "min_loss_scale": 2})",
-                               window, hysteresis, consecutive ? "true" : "false"),
-               patterns[p]});
+          cases.push_back({absl::StrFormat("p%d_h%d_c%d_w%d", p, hysteresis, consecutive, window),
+                           absl::StrFormat(R"({"enabled": true, "initial_scale_power": 6,)"
+                                           R"( "loss_scale_window": %d, "hysteresis": %d,)"
+                                           R"( "consecutive_hysteresis": %s, "min_loss_scale": 2})",
+                                           window, hysteresis, consecutive ? "true" : "false"),
+                           patterns[p]});
         }
       }
     }

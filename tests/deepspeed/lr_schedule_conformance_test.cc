@@ -96,8 +96,8 @@ absl::StatusOr<std::vector<std::vector<double>>> Ours(const std::string& path) {
   std::vector<std::vector<double>> seq;
   for (int k = 0; k < kSteps; ++k) {
     const optim::StepHyperparams h = (*schedule)->ForStep(k);
-    const auto betas = h.betas.value_or(
-        std::make_pair(config->engine.adam.beta1, config->engine.adam.beta2));
+    const auto betas =
+        h.betas.value_or(std::make_pair(config->engine.adam.beta1, config->engine.adam.beta2));
     seq.push_back({h.lr, betas.first, betas.second});
   }
   return seq;

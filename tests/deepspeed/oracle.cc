@@ -58,10 +58,8 @@ absl::StatusOr<std::string> RunOracle(const std::string& script,
   const std::string out_path = dir + "/stdout", err_path = dir + "/stderr";
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&files, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
+  posix_spawn_file_actions_addopen(&files, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&files, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<std::string> argv_strings = {python, script};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -95,11 +93,11 @@ absl::StatusOr<std::string> RunOracle(const std::string& script,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat(
-        script, " failed (",
-        WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
-                          : absl::StrCat("signal ", WTERMSIG(status)),
-        "); stderr:\n", Tail(ReadFile(err_path))));
+    return absl::InternalError(absl::StrCat(script, " failed (",
+                                            WIFEXITED(status)
+                                                ? absl::StrCat("exit ", WEXITSTATUS(status))
+                                                : absl::StrCat("signal ", WTERMSIG(status)),
+                                            "); stderr:\n", Tail(ReadFile(err_path))));
   }
   return ReadFile(out_path);
 }

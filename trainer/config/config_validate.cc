@@ -108,7 +108,7 @@ absl::Status ZeroToEngine(const TrainerConfigProto& c, engine::EngineOptions* e,
         "always all-gathers the updated partitions");
   }
   e->stage = z.stage();
-  e->overlap_comm = z.overlap_comm();
+  e->overlap_comm = z.has_overlap_comm() ? z.overlap_comm() : z.stage() == 3;
   e->reduce_scatter = z.reduce_scatter();
   e->reduce_bucket_size = z.reduce_bucket_size();
   e->allgather_bucket_size = z.allgather_bucket_size();
@@ -252,11 +252,17 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   FillDefaults(&out.effective);
   ZT_RETURN_IF_ERROR(RejectUnimplemented(config));
   ZT_RETURN_IF_ERROR(ZeroToEngine(config, &out.engine, warnings));
+  out.effective.mutable_zero_optimization()->set_overlap_comm(out.engine.overlap_comm);
   ZT_RETURN_IF_ERROR(OffloadToEngine(config.zero_optimization(), &out.engine, warnings));
   ZT_RETURN_IF_ERROR(ParamOffloadToEngine(config.zero_optimization(), &out.engine));
   ZT_RETURN_IF_ERROR(PrecisionToEngine(config, &out.engine));
   ZT_RETURN_IF_ERROR(OptimizerToEngine(config, &out.engine, &out.effective));
 
+  // RejectUnimplemented has checked the spelling.
+  const std::string tag = absl::AsciiStrToLower(config.checkpoint().tag_validation());
+  out.engine.tag_validation = tag == "ignore" ? engine::TagValidation::kIgnore
+                              : tag == "fail" ? engine::TagValidation::kFail
+                                              : engine::TagValidation::kWarn;
   out.engine.train_batch_size = config.train_batch_size();
   out.engine.train_micro_batch_size_per_gpu = config.train_micro_batch_size_per_gpu();
   out.engine.gradient_accumulation_steps = config.gradient_accumulation_steps();

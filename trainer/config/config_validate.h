@@ -47,8 +47,9 @@ struct RunOptions {
 
 // DeepSpeed's comms_logger. The comm layer records every op when GroupOptions::log_ops is set
 // (map `enabled` to it); the trainer prints CommLog::Summary() at the end, restricted to
-// prof_ops unless prof_all. verbose: one line per op; debug: the caller's name (not recorded by
-// the comm layer; accepted and ignored).
+// prof_ops unless prof_all, and with verbose rank 0 prints one line per op (the same filter).
+// debug adds the caller's Python function name in DeepSpeed; there is no caller name to add in
+// C++, so it is accepted with no effect.
 struct CommsLoggerOptions {
   bool enabled = false;
   bool verbose = false;

@@ -50,7 +50,9 @@ TEST(ConfigValidate, DeepSpeedDefaultsWhenSectionsAreAbsent) {
   EXPECT_TRUE(c.engine.adam.adamw);  // FusedAdam's adam_w_mode = True
   EXPECT_EQ(c.engine.adam.weight_decay, 0.0);
   EXPECT_EQ(c.batch.train_batch_size, 8);
-  EXPECT_EQ(c.run.steps_per_print, 10);
+  EXPECT_EQ(c.run.steps_per_print, 0);  // DeepSpeed 0.19.8's None: no progress lines
+  EXPECT_EQ(c.engine.gradient_clipping, 1.0);
+  EXPECT_TRUE(Valid("zero_optimization { stage: 3 }").engine.overlap_comm);  // on at stage 3
   EXPECT_EQ(c.scheduler.type, "");
   // Unset model and data fields are the modules' own defaults.
   const GptOptions g;
@@ -115,7 +117,7 @@ TEST(ConfigValidate, OptimizerOffloadMapsOntoEngineOptionsAtStages1To3) {
                                &warnings);
     const engine::OptimizerOffloadOptions& o = nvme.engine.offload_optimizer;
     EXPECT_EQ(o.device, engine::OffloadDevice::kNvme);
-    EXPECT_FALSE(o.pin_memory);
+    EXPECT_TRUE(o.pin_memory);              // DeepSpeed 0.19.8's default
     EXPECT_EQ(o.nvme_path, "/local_nvme");  // not checked here: the engine does at Create
     EXPECT_EQ(o.buffer_count, 2);
     EXPECT_EQ(o.aio.block_size, 262144);

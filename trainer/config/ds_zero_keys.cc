@@ -65,8 +65,8 @@ absl::Status ResolveZeroKeys(const std::string& file, Struct* root) {
     auto short_it = z.find(name);
     if (short_it == z.end()) continue;
     if (z.count(alias)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, name, " and zero_optimization.",
-                                                     alias, " are one setting; set only one"));
+      return absl::InvalidArgumentError(absl::StrCat(where, name, " and zero_optimization.", alias,
+                                                     " are one setting; set only one"));
     }
     z[alias] = short_it->second;
     z.erase(name);
@@ -78,10 +78,9 @@ absl::Status ResolveZeroKeys(const std::string& file, Struct* root) {
     if (key == z.end()) continue;
     const std::string value = Json(key->second);
     if (*k.default_json != '\0' && value != k.default_json && value != "null") {
-      return absl::UnimplementedError(absl::StrCat(where, k.key, " = ", value,
-                                                   ": not supported by zerotrain (", k.why,
-                                                   "); remove it or set DeepSpeed's default ",
-                                                   k.default_json));
+      return absl::UnimplementedError(
+          absl::StrCat(where, k.key, " = ", value, ": not supported by zerotrain (", k.why,
+                       "); remove it or set DeepSpeed's default ", k.default_json));
     }
     z.erase(key);
   }

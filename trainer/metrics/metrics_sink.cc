@@ -48,4 +48,9 @@ absl::Status MetricsSink::Write(int64_t step, absl::Span<const Scalar> scalars) 
   return absl::OkStatus();
 }
 
+absl::Status MetricsSink::WriteTensorBoardOnly(int64_t step, absl::Span<const Scalar> scalars) {
+  if (!tensorboard_) return absl::OkStatus();
+  return tensorboard_->WriteScalars(step, scalars, WallTimeNow());
+}
+
 }  // namespace zerotrain::metrics

@@ -35,6 +35,10 @@ inline constexpr char kPeakRssMb[] = "peak_rss_mb";
 // CUDA runs only: the caching allocator's peaks since the start, the largest rank's.
 inline constexpr char kDevicePeakAllocatedMb[] = "device_peak_allocated_mb";
 inline constexpr char kDevicePeakReservedMb[] = "device_peak_reserved_mb";
+// DeepSpeed's monitor tags (TensorBoard only, indexed by samples; WriteTensorBoardOnly).
+inline constexpr char kDsTrainLoss[] = "Train/Samples/train_loss";
+inline constexpr char kDsLr[] = "Train/Samples/lr";
+inline constexpr char kDsLossScale[] = "Train/Samples/loss_scale";
 }  // namespace names
 
 class MetricsSink {
@@ -51,6 +55,10 @@ class MetricsSink {
 
   // One step's scalars to every open monitor; a row may hold any subset of the CSV columns.
   absl::Status Write(int64_t step, absl::Span<const Scalar> scalars);
+  // To TensorBoard only, at `step` (any index): DeepSpeed's own tags, which its monitor writes
+  // indexed by samples seen (Train/Samples/train_loss, ...), so dashboards built on DeepSpeed's
+  // runs read ours unchanged. The CSV keeps its one row per step.
+  absl::Status WriteTensorBoardOnly(int64_t step, absl::Span<const Scalar> scalars);
 
   // Paths of the files written, "" for a monitor that is off.
   std::string csv_path() const { return csv_ ? csv_->path() : ""; }

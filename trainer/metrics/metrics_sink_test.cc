@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "trainer/metrics/event_file_reader.h"
@@ -42,6 +45,28 @@ TEST(MetricsSinkTest, WritesCsvAndTensorBoard) {
   EXPECT_EQ((*events)[3].summary().value(0).tag(), "loss");
   EXPECT_FLOAT_EQ((*events)[3].summary().value(0).simple_value(), 4.0f / 3);
   EXPECT_FLOAT_EQ((*events)[3].summary().value(1).simple_value(), 30.0f);
+}
+
+TEST(MetricsSinkTest, DeepSpeedTagsGoToTensorBoardOnly) {
+  trainer::MetricsOptions o;
+  o.csv = true;
+  o.csv_output_path = TestDir("ds_tags/csv");
+  o.tensorboard = true;
+  o.tensorboard_output_path = TestDir("ds_tags/tb");
+  auto sink = MetricsSink::Create(o, {names::kLoss});
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Write(2, std::vector<Scalar>{{names::kLoss, 3.0}}).ok());
+  // Indexed by samples: step 2 of 16 samples per step.
+  ASSERT_TRUE(
+      (*sink)->WriteTensorBoardOnly(32, std::vector<Scalar>{{names::kDsTrainLoss, 3.0}}).ok());
+  std::ifstream csv((*sink)->csv_path());
+  std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find("Train/"), std::string::npos) << text;
+  auto events = ReadEventFile((*sink)->tensorboard_path());
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 3u);  // the file version, then two
+  EXPECT_EQ((*events)[2].step(), 32);
+  EXPECT_EQ((*events)[2].summary().value(0).tag(), "Train/Samples/train_loss");
 }
 
 TEST(MetricsSinkTest, BothOffAcceptsEverything) {
