@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "engine/param_store.h"
 #include "optim/clip_grad.h"
@@ -21,11 +23,12 @@ absl::StatusOr<at::Tensor> HostStats(const std::vector<at::Tensor>& grads,
   }
   bool overflow = false;
   double squares = 0;
-  if (request.overflow) {
-    ZT_ASSIGN_OR_RETURN(overflow, optim::HasInfOrNan(shards));
-  }
-  if (request.sum_of_squares && !overflow) {
+  if (request.sum_of_squares) {
+    // One pass for both: inf/NaN anywhere makes the sum non-finite (as on a device, below).
     ZT_ASSIGN_OR_RETURN(squares, optim::LocalSumOfSquares(shards));
+    overflow = request.overflow && !std::isfinite(squares);
+  } else if (request.overflow) {
+    ZT_ASSIGN_OR_RETURN(overflow, optim::HasInfOrNan(shards));
   }
   at::Tensor out = at::empty({2}, at::kDouble);
   out[0] = overflow ? 1.0 : 0.0;

@@ -49,6 +49,9 @@ TEST(GradStatsTest, InfOrNanAnywhereIsAnOverflowOnBothForms) {
       grads[1][5] = bad;
       EXPECT_EQ((*LocalGradStats(grads, {true, false}))[0].item<double>(), 1) << dtype;
       EXPECT_EQ(AtenGradStats(grads, {true, false})[0].item<double>(), 1) << dtype;
+      // With the sum of squares asked for too, the host reads the flag off the sum (one pass).
+      EXPECT_EQ((*LocalGradStats(grads, {true, true}))[0].item<double>(), 1) << dtype;
+      EXPECT_EQ(AtenGradStats(grads, {true, true})[0].item<double>(), 1) << dtype;
     }
   }
 }

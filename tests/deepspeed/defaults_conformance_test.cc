@@ -81,8 +81,8 @@ TEST(DefaultsConformance, ResolvedValuesMatchDeepSpeed) {
   for (const auto& [name, sections] : cases) {
     // The sections plus the one batch key both need.
     std::string json = sections;
-    json.insert(1, std::string(R"("train_micro_batch_size_per_gpu": 1)") +
-                       (sections == "{}" ? "" : ", "));
+    json.insert(
+        1, std::string(R"("train_micro_batch_size_per_gpu": 1)") + (sections == "{}" ? "" : ", "));
     std::ofstream(dir + "/" + name + ".json") << json;
   }
   absl::StatusOr<std::string> oracle =
