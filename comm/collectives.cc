@@ -133,12 +133,14 @@ Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
     if (staged || (rows && !backend_->gathers_into_rows()) ||
         (!rows && n != shard_numel * world_size_)) {
       recv = at::empty({shard_numel * world_size_}, output.options().device(device()));
-      after.push_back([recv, out = output, n, rows]() mutable {
+      after.push_back([recv, out = output, n, rows, counters = staging_]() mutable {
+        const at::Tensor gathered = rows ? recv.view(out.sizes()) : recv.narrow(0, 0, n);
         if (rows) {
-          out.copy_(recv.view(out.sizes()));
+          out.copy_(gathered);
         } else {
-          out.view({-1}).copy_(recv.narrow(0, 0, n));
+          out.view({-1}).copy_(gathered);
         }
+        counters->Count(gathered, out);  // the staged case: back to the output's device
         return absl::OkStatus();
       });
     }

@@ -65,11 +65,23 @@ TEST(NcclBackend, HostTensorIsStagedThroughTheDeviceAndCounted) {
     if (!host.is_cpu() || !host.equal(at::arange(4, at::kFloat))) {
       return absl::InternalError("the staged all-reduce did not come back into the host tensor");
     }
-    const HostDeviceBytes t = group->staging_traffic();
+    HostDeviceBytes t = group->staging_traffic();
     if (t.host_to_device != 16 || t.device_to_host != 16) {
       return absl::InternalError(absl::StrCat("staging counted ", t.host_to_device,
                                               " bytes to the device and ", t.device_to_host,
                                               " back; want 16 each"));
+    }
+    // An all-gather into a host tensor: the shard goes over and the gathered result comes back.
+    at::Tensor gathered = at::zeros({4}, at::kFloat);
+    ZT_RETURN_IF_ERROR(group->AllGather(at::arange(4, at::kFloat), gathered));
+    if (!gathered.equal(at::arange(4, at::kFloat))) {
+      return absl::InternalError("the staged all-gather did not come back into the host tensor");
+    }
+    t = group->staging_traffic();
+    if (t.host_to_device != 32 || t.device_to_host != 32) {
+      return absl::InternalError(absl::StrCat("after the all-gather staging counted ",
+                                              t.host_to_device, " bytes to the device and ",
+                                              t.device_to_host, " back; want 32 each"));
     }
     return std::string("ok");
   });

@@ -240,10 +240,9 @@ class Engine {
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
   double lr_ = 0;
-  std::unique_ptr<StepClock> clock_;
+  std::unique_ptr<StepClock> clock_;  // laps at each call's start and end, and inside Step
   // The engine's own copies between the device and host memory (the group counts its staging).
-  mutable comm::HostDeviceCopies
-      host_copies_;  // laps at each call's start and end, and inside Step
+  mutable comm::HostDeviceCopies host_copies_;
 };
 
 }  // namespace zerotrain::engine

@@ -185,7 +185,8 @@ struct OverflowCase {
   int stage;
   Precision precision;
   bool check_grad_overflow = true;  // bf16/fp32; fp16 always skips
-  bool skips() const { return precision == Precision::kFloat16 || check_grad_overflow; }
+  double clip = 0;                  // a non-finite norm cannot clip: skipped whatever the check
+  bool skips() const { return precision == Precision::kFloat16 || check_grad_overflow || clip > 0; }
 };
 
 // Returns the hex of the fp32 bytes of the final parameters, so the parent can compare ranks.
@@ -198,6 +199,7 @@ absl::StatusOr<std::string> Overflow(const OverflowCase& c, int rank) {
   o.train_batch_size = kBatch;
   o.precision = c.precision;
   o.check_grad_overflow = c.check_grad_overflow;
+  o.gradient_clipping = c.clip;
   o.fp16.initial_scale_power = 8;
   o.fp16.hysteresis = 1;
   o.reduce_bucket_size = 64;
@@ -270,7 +272,8 @@ INSTANTIATE_TEST_SUITE_P(
                       OverflowCase{3, Precision::kFloat16}, OverflowCase{1, Precision::kBFloat16},
                       OverflowCase{3, Precision::kBFloat16}, OverflowCase{0, Precision::kFloat32},
                       OverflowCase{2, Precision::kFloat32},
-                      OverflowCase{2, Precision::kBFloat16, false}));
+                      OverflowCase{2, Precision::kBFloat16, false},
+                      OverflowCase{2, Precision::kBFloat16, false, 1.0}));
 
 }  // namespace
 }  // namespace zerotrain::engine

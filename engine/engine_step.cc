@@ -15,7 +15,6 @@
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
-namespace {}  // namespace
 
 absl::Status Engine::WaitStreamOrdered(const std::string& where) const {
   absl::Status s = reducer_->WaitStreamOrdered();
@@ -58,7 +57,9 @@ absl::Status Engine::StepAtBoundary() {
   c10::NoGradGuard no_grad;
   const std::vector<partition::GradSegment> grads = reducer_->OwnedGrads();
   ZT_ASSIGN_OR_RETURN(GradStats stats, AgreeGradStats(grads));
-  if (stats.overflow) {
+  // A non-finite norm cannot clip either: with clipping on the step is skipped even where the
+  // check is off (bf16 with check_grad_overflow false), as DeepSpeed's stage 3 skips it.
+  if (stats.overflow || (options_.gradient_clipping > 0 && !std::isfinite(stats.sum_of_squares))) {
     ++skipped_steps_;
     last_grad_norm_ = std::numeric_limits<double>::infinity();
     clock_->Lap(StepPhase::kStep);

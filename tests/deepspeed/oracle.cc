@@ -74,23 +74,33 @@ absl::StatusOr<std::string> RunOracle(const std::string& script,
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
+  // Its own process group, so a timeout also stops what it started (DeepSpeed's op build).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, python.c_str(), &files, nullptr, argv.data(), envp.data());
+  const int spawned = posix_spawn(&pid, python.c_str(), &files, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
   if (spawned != 0) {
     return absl::InternalError(absl::StrCat("could not start ", python, ": error ", spawned));
   }
   const auto deadline = std::chrono::steady_clock::now() + options.deadline;
   int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
+  pid_t waited = 0;
+  while ((waited = waitpid(pid, &status, WNOHANG)) == 0) {
     if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
+      kill(-pid, SIGKILL);
       waitpid(pid, &status, 0);
       return absl::DeadlineExceededError(absl::StrCat(script, " did not finish within ",
                                                       options.deadline.count(), " s; stderr:\n",
                                                       Tail(ReadFile(err_path))));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (waited < 0) {
+    return absl::InternalError(absl::StrCat("lost track of ", script, " (waitpid failed)"));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return absl::InternalError(absl::StrCat(script, " failed (",

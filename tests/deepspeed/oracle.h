@@ -14,7 +14,8 @@
 namespace zerotrain::testing {
 
 struct OracleOptions {
-  // The script is killed past this: a hang fails the test instead of holding it.
+  // The script (and what it started) is killed past this: a hang fails the test instead of
+  // holding it. Below the tests' Bazel timeout ("long", 900 s) even for three calls in one test.
   std::chrono::seconds deadline{240};
   std::map<std::string, std::string> env;  // added to the script's environment
 };
