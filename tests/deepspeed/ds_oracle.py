@@ -42,13 +42,18 @@ def init_single_process():
     return deepspeed
 
 
+def cases(directory):
+    """(name, config) for every <directory>/<name>.json, in name order."""
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        with open(path) as f:
+            yield os.path.basename(path)[:-len(".json")], json.load(f)
+
+
 def lr_sequences(directory, steps):
     deepspeed = init_single_process()
     import torch
     out = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
-        with open(path) as f:
-            config = json.load(f)
+    for name, config in cases(directory):
         # DeepSpeed's default Adam on CPU is FusedAdam, a CUDA op; torch_adam picks
         # torch.optim.Adam(W), whose param groups the scheduler drives the same way.
         config["optimizer"].setdefault("params", {})["torch_adam"] = True
@@ -62,7 +67,7 @@ def lr_sequences(directory, steps):
             group = optimizer.param_groups[0]
             seq.append([group["lr"], group["betas"][0], group["betas"][1]])
             engine.step()
-        out[os.path.basename(path)[:-len(".json")]] = seq
+        out[name] = seq
     return out
 
 
@@ -72,9 +77,7 @@ def scaler_sequences(directory):
     from deepspeed.runtime.config import DeepSpeedConfig
     from deepspeed.runtime.fp16.loss_scaler import CreateLossScaler
     out = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
-        with open(path) as f:
-            config = json.load(f)
+    for name, config in cases(directory):
         pattern = config.pop("pattern")
         fp16 = DeepSpeedConfig(config).float16_config
         # What stage_1_and_2.py and stage3.py pass (engine.loss_scale(), dynamic_loss_scale()).
@@ -90,8 +93,7 @@ def scaler_sequences(directory):
             except Exception:
                 raised = step
                 break
-        out[os.path.basename(path)[:-len(".json")]] = {"scales": scales, "hysteresis": hysteresis,
-                                                       "raised": raised}
+        out[name] = {"scales": scales, "hysteresis": hysteresis, "raised": raised}
     return out
 
 
@@ -112,15 +114,13 @@ def accepts(directory):
     init_single_process()
     from deepspeed.runtime.config import DeepSpeedConfig
     out = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
-        with open(path) as f:
-            config = json.load(f)
+    for name, config in cases(directory):
         try:
             DeepSpeedConfig(config)
             verdict = "ok"
         except Exception as e:  # pydantic's ValidationError, ValueError, ...
             verdict = "error: " + (str(e).strip().splitlines() or [type(e).__name__])[0]
-        out[os.path.basename(path)[:-len(".json")]] = verdict
+        out[name] = verdict
     return out
 
 
@@ -173,16 +173,15 @@ def resolved_defaults(directory):
     init_single_process()
     from deepspeed.runtime.config import DeepSpeedConfig
     out = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
-        with open(path) as f:
-            config = DeepSpeedConfig(json.load(f))
+    for name, raw in cases(directory):
+        config = DeepSpeedConfig(raw)
         values = {}
         for field, read in DEFAULTS.items():
             try:
                 values[field] = read(config)
             except AttributeError:  # an offload section the case does not have
                 continue
-        out[os.path.basename(path)[:-len(".json")]] = values
+        out[name] = values
     return out
 
 
