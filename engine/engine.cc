@@ -83,9 +83,10 @@ absl::Status CheckStageOptions(const EngineOptions& o, const std::string& where)
                                                  " is not supported yet; keep the optimizer states "
                                                  "on the device (offload_optimizer none)"));
   }
-  if (o.device.is_cuda() && o.optimizer == OptimizerKind::kSgd && !o.optimizer_factory) {
-    return absl::UnimplementedError(
-        absl::StrCat(where, "SGD has no CUDA kernel; use Adam/AdamW on ", o.device.str()));
+  if (o.device.is_cuda() && o.optimizer != OptimizerKind::kAdam && !o.optimizer_factory) {
+    return absl::UnimplementedError(absl::StrCat(where, OptimizerKindName(o.optimizer),
+                                                 " has no CUDA kernel; use Adam/AdamW on ",
+                                                 o.device.str()));
   }
   if (o.sharded_init != nullptr && o.stage != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -182,15 +183,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   ro.reduce_scatter = options.reduce_scatter;
   ZT_ASSIGN_OR_RETURN(e->reducer_,
                       partition::GradientReducer::Create(group, &e->flat_params(), ro));
-  if (options.optimizer_factory) {
-    e->optimizer_ = options.optimizer_factory();
-  } else if (options.optimizer == OptimizerKind::kSgd) {
-    e->optimizer_ = MakeSgdShardOptimizer(options.sgd);
-    e->lr_ = options.sgd.lr;
-  } else {
-    e->optimizer_ = MakeAdamShardOptimizer(options.adam);
-    e->lr_ = options.adam.lr;
-  }
+  e->optimizer_ = MakeShardOptimizer(options);
+  if (!options.optimizer_factory) e->lr_ = BuiltInLr(options);
   if (e->optimizer_ == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(where, "optimizer_factory returned null"));
   }

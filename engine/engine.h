@@ -189,7 +189,8 @@ class Engine {
   // all-gather): where a transport runs on a stream, its errors and timeouts surface here. Called
   // once per optimizer step and before the host reads state.
   absl::Status WaitStreamOrdered(const std::string& where) const;
-  // The optimizer over every sub-group of the state.
+  // The optimizer over every sub-group of the state (engine_optimizer_step.cc); collective when
+  // the optimizer asks for tensor sums.
   absl::Status StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments);
   // Whether any rank's gradients overflowed and their global sum of squares (when clipping),
   // agreed in one collective; the step's one host synchronisation (see grad_stats.h).

@@ -1,4 +1,5 @@
-// Batch-size resolution and the cross-rank fingerprint (see engine_options.h).
+// Batch-size resolution, the built-in optimizer chosen by the options, and the cross-rank
+// fingerprint (see engine_options.h).
 #include "engine/engine_options.h"
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,46 @@ absl::StatusOr<BatchSizes> ResolveBatchSizes(const EngineOptions& options, int w
   return BatchSizes{train, micro, gas};
 }
 
+const char* OptimizerKindName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return "SGD";
+    case OptimizerKind::kAdagrad:
+      return "Adagrad";
+    case OptimizerKind::kLamb:
+      return "Lamb";
+    default:
+      return "Adam";
+  }
+}
+
+std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const EngineOptions& o) {
+  if (o.optimizer_factory) return o.optimizer_factory();
+  switch (o.optimizer) {
+    case OptimizerKind::kSgd:
+      return MakeSgdShardOptimizer(o.sgd);
+    case OptimizerKind::kAdagrad:
+      return MakeAdagradShardOptimizer(o.adagrad, o.adagrad_initial_accumulator);
+    case OptimizerKind::kLamb:
+      return MakeLambShardOptimizer(o.lamb);
+    default:
+      return MakeAdamShardOptimizer(o.adam);
+  }
+}
+
+double BuiltInLr(const EngineOptions& o) {
+  switch (o.optimizer) {
+    case OptimizerKind::kSgd:
+      return o.sgd.lr;
+    case OptimizerKind::kAdagrad:
+      return o.adagrad.lr;
+    case OptimizerKind::kLamb:
+      return o.lamb.lr;
+    default:
+      return o.adam.lr;
+  }
+}
+
 namespace {
 
 uint64_t Fnv1a(const std::string& s) {
@@ -83,7 +124,7 @@ Fingerprint MakeFingerprint(const EngineOptions& o, const BatchSizes& batch,
       " clip=", o.gradient_clipping, " overlap=", o.overlap_comm, " rs=", o.reduce_scatter,
       " rbs=", o.reduce_bucket_size, " agbs=", o.allgather_bucket_size,
       " unused=", o.ignore_unused_parameters, " opt=", static_cast<int>(o.optimizer),
-      " custom_opt=", static_cast<bool>(o.optimizer_factory), " lr=", o.adam.lr, "/", o.sgd.lr,
+      " custom_opt=", static_cast<bool>(o.optimizer_factory), " lr=", BuiltInLr(o),
       " scale=", o.fp16.loss_scale, "/", o.fp16.initial_scale_power);
   if (o.stage == 3) {
     // Persistence decides the layout, so it must agree; the other stage-3 knobs only steer

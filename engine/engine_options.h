@@ -15,7 +15,9 @@
 #include "absl/status/statusor.h"
 #include "engine/shard_optimizer.h"
 #include "offload/async_file_io.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/lamb.h"
 #include "optim/loss_scaler.h"
 #include "optim/sgd.h"
 #include "partition/stage3_options.h"
@@ -29,7 +31,10 @@ namespace zerotrain::engine {
 enum class Precision { kFloat32, kBFloat16, kFloat16 };
 const char* PrecisionName(Precision p);
 
-enum class OptimizerKind { kAdam, kSgd };  // kAdam covers AdamW through adam.adamw
+// The built-in optimizers (kAdam covers AdamW through adam.adamw); each reads its own options
+// struct in EngineOptions.
+enum class OptimizerKind { kAdam, kSgd, kAdagrad, kLamb };
+const char* OptimizerKindName(OptimizerKind kind);  // "Adam", "SGD", "Adagrad", "Lamb"
 
 // Where the fp32 master weights and optimizer states live (DeepSpeed's offload_optimizer).
 // kNone: with the model ("device" memory; on a CPU-only machine that is host memory too);
@@ -104,10 +109,19 @@ struct EngineOptions {
     return a;
   }();
   optim::SgdOptions sgd;
+  optim::AdagradOptions adagrad;
+  double adagrad_initial_accumulator = 0.0;  // torch's initial_accumulator_value
+  optim::LambOptions lamb;
   TagValidation tag_validation = TagValidation::kWarn;
   // Extension point: when set, the engine steps this optimizer instead of the built-in one.
   std::function<std::unique_ptr<ShardOptimizer>()> optimizer_factory;
 };
+
+// The optimizer Engine::Create steps: optimizer_factory's when set, else the built-in one of
+// `optimizer` from its options struct.
+std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const EngineOptions& o);
+// The learning rate of the built-in optimizer's options (a schedule's base).
+double BuiltInLr(const EngineOptions& o);
 
 // The bucket size stage 3's layout uses, which a ShardedInit must be given.
 inline int64_t Stage3BucketNumel(const EngineOptions& o) {

@@ -1,6 +1,6 @@
 // The engine's fp32 master weights and optimizer states: where offload_optimizer keeps them (a
 // SubGroupStore over arrays on the model's device, in host memory or on NVMe), how they are filled
-// from the model, stepped one sub-group at a time, and read and written whole for checkpoints.
+// from the model, and read and written whole for checkpoints (engine_optimizer_step.cc steps them).
 // Sub-group arrays are reached as tensors on state_device_ (StateArray), so the same code serves
 // host and device memory.
 #include <ATen/ATen.h>
@@ -77,6 +77,14 @@ absl::Status Engine::InitState() {
   offload::SubGroupStoreOptions so;
   so.arrays = {checkpoint::kMasterArray};
   for (const std::string& n : optimizer_->state_names()) so.arrays.push_back(n);
+  // What each array starts from: the master is filled below, the states as the optimizer says.
+  std::vector<float> initial = {0.0f};
+  for (float v : optimizer_->initial_state()) initial.push_back(v);
+  if (initial.size() != so.arrays.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, optimizer_->name(), " gives ",
+                                                   initial.size() - 1, " initial states for ",
+                                                   so.arrays.size() - 1, " state arrays"));
+  }
   so.numel = master_numel_;
   so.sub_group_numel = std::min(options_.sub_group_size, so.numel);
   so.pool = host_pool_.get();
@@ -90,8 +98,8 @@ absl::Status Engine::InitState() {
           ZT_ASSIGN_OR_RETURN(at::Tensor whole, store_->ModelRange(0, master_numel_));
           resident_state_.push_back(whole);
         } else {
-          resident_state_.push_back(
-              at::zeros({master_numel_}, at::TensorOptions(at::kFloat).device(state_device_)));
+          resident_state_.push_back(at::full({master_numel_}, initial[a],
+                                             at::TensorOptions(at::kFloat).device(state_device_)));
         }
         so.external.push_back(resident_state_.back().data_ptr<float>());
       }
@@ -111,12 +119,14 @@ absl::Status Engine::InitState() {
   if (!store.ok()) return WithPrefix(store.status(), where);
   state_ = std::move(*store);
   if (master_aliases_params_) return absl::OkStatus();
-  // Every element is written: padding and states as zeros, the master from the model's values.
+  // Every element is written: padding as zeros, states as initial, the master from the model.
   c10::NoGradGuard no_grad;
   return WithPrefix(
       state_->VisitAll(offload::Access::kWrite,
                        [&](const offload::SubGroupView& v) -> absl::Status {
-                         for (float* a : v.arrays) StateArray(a, v.numel).zero_();
+                         for (size_t a = 0; a < v.arrays.size(); ++a) {
+                           StateArray(v.arrays[a], v.numel).fill_(initial[a]);
+                         }
                          at::Tensor m = StateArray(v.arrays[0], v.numel);
                          for (const ModelRun& r : runs) {
                            const int64_t lo = std::max(r.master_offset, v.begin);
@@ -131,49 +141,6 @@ absl::Status Engine::InitState() {
                          return absl::OkStatus();
                        }),
       where);
-}
-
-// The optimizer runs once per piece of every sub-group, as the store cuts it (the whole
-// sub-group, or its overlap with each part of a shard on NVMe).
-absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments) {
-  const int64_t step = optimizer_steps_ + 1;
-  // `out`: the low-precision copy of [begin, end) when the store hands it out for the piece.
-  auto step_piece = [&](const offload::SubGroupView& v, int64_t begin, int64_t end,
-                        const at::Tensor& out) {
-    ShardState shard;
-    shard.device = state_device_;
-    shard.begin = begin;
-    shard.numel = end - begin;
-    shard.master = v.arrays[0] + (begin - v.begin);
-    for (size_t a = 1; a < v.arrays.size(); ++a)
-      shard.state.push_back(v.arrays[a] + (begin - v.begin));
-    // Each segment's part inside this piece, its pointers moved along with it.
-    std::vector<ShardSegment> inside;
-    for (const ShardSegment& s : segments) {
-      const int64_t lo = std::max(s.offset, begin);
-      const int64_t hi = std::min(s.offset + s.size, end);
-      if (lo >= hi) continue;
-      ShardSegment c = s;
-      c.offset = lo;
-      c.size = hi - lo;
-      c.grads =
-          static_cast<const char*>(s.grads) + (lo - s.offset) * optim::DTypeSize(s.grad_dtype);
-      if (s.params_out != nullptr) {
-        c.params_out = static_cast<char*>(s.params_out) +
-                       (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
-      } else if (out.defined()) {
-        c.params_out = static_cast<char*>(out.data_ptr()) + (lo - begin) * out.element_size();
-        c.params_out_dtype = ToOptimDtype(out.scalar_type());
-      }
-      inside.push_back(c);
-    }
-    return optimizer_->Step(step, grad_scale, shard, inside);
-  };
-  return state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
-    return store_->ForEachStepPiece(
-        v.begin, v.begin + v.numel, master_aliases_params_,
-        [&](int64_t lo, int64_t hi, const at::Tensor& out) { return step_piece(v, lo, hi, out); });
-  });
 }
 
 at::Tensor Engine::StateArray(float* data, int64_t numel) const {

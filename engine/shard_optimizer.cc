@@ -1,10 +1,11 @@
-// optim/'s fused Adam(W) and SGD behind the ShardOptimizer interface.
+// optim/'s fused Adam(W), SGD, Adagrad and LAMB behind the ShardOptimizer interface.
 #include "engine/shard_optimizer.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "optim/fused_adam_cuda.h"
+#include "tools/status_macros.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -25,6 +26,43 @@ absl::Status CheckStateCount(const ShardState& shard, size_t want, const char* w
       absl::StrCat(who, ": given ", shard.state.size(), " state arrays, needs ", want));
 }
 
+// The optimizers that have only CPU kernels.
+absl::Status CheckOnHost(const ShardState& shard, const char* who) {
+  if (shard.device.is_cpu()) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat(who, ": the state is on ", shard.device.str(), " and ", who,
+                   " has only a CPU kernel; use Adam/AdamW on a CUDA device"));
+}
+
+// optim/'s shard structs share these members; `set_states` points the state arrays of the
+// element `at` elements into the shard. With `need_sums`, each segment must name its tensor's sums.
+template <class Shard, class SetStates>
+absl::StatusOr<std::vector<Shard>> ToShards(const ShardState& shard,
+                                            absl::Span<const ShardSegment> segments,
+                                            size_t num_states, bool need_sums, const char* who,
+                                            SetStates set_states) {
+  ZT_RETURN_IF_ERROR(CheckStateCount(shard, num_states, who));
+  std::vector<Shard> shards;
+  for (const ShardSegment& s : segments) {
+    ZT_RETURN_IF_ERROR(CheckSegment(s, shard, who));
+    if (need_sums && s.tensor_sums == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": segment at ", s.offset, " has no tensor sums"));
+    }
+    const int64_t at = s.offset - shard.begin;
+    Shard a;
+    a.size = s.size;
+    a.params = shard.master + at;
+    a.grads = s.grads;
+    a.grad_dtype = s.grad_dtype;
+    a.params_out = s.params_out;
+    a.params_out_dtype = s.params_out_dtype;
+    set_states(a, at);
+    shards.push_back(a);
+  }
+  return shards;
+}
+
 class AdamShardOptimizer : public ShardOptimizer {
  public:
   explicit AdamShardOptimizer(const optim::AdamOptions& options) : options_(options) {}
@@ -37,25 +75,14 @@ class AdamShardOptimizer : public ShardOptimizer {
 
   absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                     absl::Span<const ShardSegment> segments) override {
-    absl::Status ok = CheckStateCount(shard, options_.amsgrad ? 3 : 2, "Adam");
-    std::vector<optim::AdamShard> shards;
-    for (const ShardSegment& s : segments) {
-      if (ok.ok()) ok = CheckSegment(s, shard, "Adam");
-      if (!ok.ok()) return ok;
-      const int64_t at = s.offset - shard.begin;
-      optim::AdamShard a;
-      a.size = s.size;
-      a.params = shard.master + at;
-      a.grads = s.grads;
-      a.grad_dtype = s.grad_dtype;
-      a.exp_avg = shard.state[0] + at;
-      a.exp_avg_sq = shard.state[1] + at;
-      if (options_.amsgrad) a.max_exp_avg_sq = shard.state[2] + at;
-      a.params_out = s.params_out;
-      a.params_out_dtype = s.params_out_dtype;
-      shards.push_back(a);
-    }
-    if (!ok.ok()) return ok;
+    ZT_ASSIGN_OR_RETURN(const std::vector<optim::AdamShard> shards,
+                        ToShards<optim::AdamShard>(shard, segments, options_.amsgrad ? 3 : 2, false,
+                                                   "Adam", [&](optim::AdamShard& a, int64_t at) {
+                                                     a.exp_avg = shard.state[0] + at;
+                                                     a.exp_avg_sq = shard.state[1] + at;
+                                                     if (options_.amsgrad)
+                                                       a.max_exp_avg_sq = shard.state[2] + at;
+                                                   }));
     optim::AdamOptions options = options_;
     options.grad_scale = grad_scale;
     // The kernel for the memory the state is in; the same options, scalars and results.
@@ -86,28 +113,13 @@ class SgdShardOptimizer : public ShardOptimizer {
   absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                     absl::Span<const ShardSegment> segments) override {
     const bool momentum = options_.momentum != 0;
-    if (!shard.device.is_cpu()) {
-      return absl::UnimplementedError(
-          absl::StrCat("SGD: the state is on ", shard.device.str(),
-                       " and SGD has only a CPU kernel; use Adam/AdamW on a CUDA device"));
-    }
-    absl::Status ok = CheckStateCount(shard, momentum ? 1 : 0, "SGD");
-    std::vector<optim::SgdShard> shards;
-    for (const ShardSegment& s : segments) {
-      if (ok.ok()) ok = CheckSegment(s, shard, "SGD");
-      if (!ok.ok()) return ok;
-      const int64_t at = s.offset - shard.begin;
-      optim::SgdShard g;
-      g.size = s.size;
-      g.params = shard.master + at;
-      g.grads = s.grads;
-      g.grad_dtype = s.grad_dtype;
-      if (momentum) g.momentum_buffer = shard.state[0] + at;
-      g.params_out = s.params_out;
-      g.params_out_dtype = s.params_out_dtype;
-      shards.push_back(g);
-    }
-    if (!ok.ok()) return ok;
+    ZT_RETURN_IF_ERROR(CheckOnHost(shard, "SGD"));
+    ZT_ASSIGN_OR_RETURN(const std::vector<optim::SgdShard> shards,
+                        ToShards<optim::SgdShard>(shard, segments, momentum ? 1 : 0, false, "SGD",
+                                                  [&](optim::SgdShard& g, int64_t at) {
+                                                    if (momentum)
+                                                      g.momentum_buffer = shard.state[0] + at;
+                                                  }));
     optim::SgdOptions options = options_;
     options.grad_scale = grad_scale;
     return optim::FusedSgdStep(options, step, shards);
@@ -119,6 +131,91 @@ class SgdShardOptimizer : public ShardOptimizer {
   optim::SgdOptions options_;
 };
 
+class AdagradShardOptimizer : public ShardOptimizer {
+ public:
+  AdagradShardOptimizer(const optim::AdagradOptions& options, double initial_accumulator_value)
+      : options_(options), initial_(static_cast<float>(initial_accumulator_value)) {}
+  std::string name() const override { return "Adagrad"; }
+  std::vector<std::string> state_names() const override { return {"sum"}; }  // torch's name
+  std::vector<float> initial_state() const override { return {initial_}; }
+
+  absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
+                    absl::Span<const ShardSegment> segments) override {
+    ZT_RETURN_IF_ERROR(CheckOnHost(shard, "Adagrad"));
+    ZT_ASSIGN_OR_RETURN(const std::vector<optim::AdagradShard> shards,
+                        ToShards<optim::AdagradShard>(shard, segments, 1, false, "Adagrad",
+                                                      [&](optim::AdagradShard& a, int64_t at) {
+                                                        a.sum = shard.state[0] + at;
+                                                      }));
+    optim::AdagradOptions options = options_;
+    options.grad_scale = grad_scale;
+    return optim::FusedAdagradStep(options, step, shards);
+  }
+
+  void set_lr(double lr) override { options_.lr = lr; }
+
+ private:
+  optim::AdagradOptions options_;
+  float initial_;
+};
+
+// Pass 1 updates the moments and adds each segment's |p|^2 and |u|^2 to its tensor's sums; pass 2
+// applies the update with the trust ratio of the tensor's totals.
+class LambShardOptimizer : public ShardOptimizer {
+ public:
+  explicit LambShardOptimizer(const optim::LambOptions& options) : options_(options) {}
+  std::string name() const override { return "Lamb"; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  int tensor_sums() const override { return 2; }
+
+  absl::Status AddTensorSums(int64_t step, double grad_scale, const ShardState& shard,
+                             absl::Span<const ShardSegment> segments) override {
+    ZT_ASSIGN_OR_RETURN(const std::vector<optim::LambShard> shards, Shards(shard, segments));
+    ZT_ASSIGN_OR_RETURN(const std::vector<optim::LambNorms> norms,
+                        optim::LambUpdateMoments(Options(grad_scale), step, shards));
+    for (size_t i = 0; i < norms.size(); ++i) {
+      segments[i].tensor_sums[0] += norms[i].param_sq;
+      segments[i].tensor_sums[1] += norms[i].update_sq;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
+                    absl::Span<const ShardSegment> segments) override {
+    ZT_ASSIGN_OR_RETURN(const std::vector<optim::LambShard> shards, Shards(shard, segments));
+    std::vector<double> trust;
+    for (const ShardSegment& s : segments) {
+      trust.push_back(optim::LambTrustRatio(options_, {s.tensor_sums[0], s.tensor_sums[1]}));
+    }
+    return optim::LambApplyUpdate(Options(grad_scale), step, shards, trust);
+  }
+
+  void set_lr(double lr) override { options_.lr = lr; }
+  absl::Status set_betas(double beta1, double beta2) override {
+    options_.beta1 = beta1;
+    options_.beta2 = beta2;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::StatusOr<std::vector<optim::LambShard>> Shards(const ShardState& shard,
+                                                       absl::Span<const ShardSegment> segments) {
+    ZT_RETURN_IF_ERROR(CheckOnHost(shard, "Lamb"));
+    return ToShards<optim::LambShard>(shard, segments, 2, true, "Lamb",
+                                      [&](optim::LambShard& a, int64_t at) {
+                                        a.exp_avg = shard.state[0] + at;
+                                        a.exp_avg_sq = shard.state[1] + at;
+                                      });
+  }
+  optim::LambOptions Options(double grad_scale) const {
+    optim::LambOptions o = options_;
+    o.grad_scale = grad_scale;
+    return o;
+  }
+
+  optim::LambOptions options_;
+};
+
 }  // namespace
 
 std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions& options) {
@@ -127,6 +224,15 @@ std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions&
 
 std::unique_ptr<ShardOptimizer> MakeSgdShardOptimizer(const optim::SgdOptions& options) {
   return std::make_unique<SgdShardOptimizer>(options);
+}
+
+std::unique_ptr<ShardOptimizer> MakeAdagradShardOptimizer(const optim::AdagradOptions& options,
+                                                          double initial_accumulator_value) {
+  return std::make_unique<AdagradShardOptimizer>(options, initial_accumulator_value);
+}
+
+std::unique_ptr<ShardOptimizer> MakeLambShardOptimizer(const optim::LambOptions& options) {
+  return std::make_unique<LambShardOptimizer>(options);
 }
 
 }  // namespace zerotrain::engine

@@ -4,7 +4,13 @@
 // and hands them over one sub-group at a time as a ShardState. So an optimizer holds no
 // per-element memory of its own: it names its state arrays and updates what it is given. It may
 // write the updated values, converted, into `params_out` (the model's own parameters). The
-// built-in implementations wrap optim/'s fused AdamW/Adam and SGD kernels.
+// built-in implementations wrap optim/'s fused AdamW/Adam, SGD, Adagrad and LAMB kernels.
+//
+// An update that depends on sums over a whole parameter tensor (LAMB's trust ratio needs |p| and
+// |u| of each tensor) cannot be taken one sub-group at a time, since ZeRO cuts tensors across
+// sub-groups and ranks. Such an optimizer asks for tensor_sums() > 0, and the engine then steps in
+// two passes: AddTensorSums over every sub-group, the sums added up across the ranks, then Step
+// over every sub-group with the totals.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -18,7 +24,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/lamb.h"
 #include "optim/precision.h"
 #include "optim/sgd.h"
 
@@ -31,6 +39,10 @@ struct ShardSegment {
   optim::DType grad_dtype = optim::DType::kFloat32;
   void* params_out = nullptr;  // optional: where the updated values go in the model's dtype
   optim::DType params_out_dtype = optim::DType::kFloat32;
+  // Only for an optimizer with tensor_sums() k > 0, else null: the segment lies inside one
+  // parameter tensor, and this points at that tensor's k sums (host memory). AddTensorSums adds
+  // the segment's part to them; in Step they are the totals over the whole tensor.
+  double* tensor_sums = nullptr;
 };
 
 // Shard elements [begin, begin + numel) of the master weights and of each state array, in
@@ -42,7 +54,7 @@ struct ShardState {
   int64_t begin = 0;
   int64_t numel = 0;
   float* master = nullptr;
-  std::vector<float*> state;  // in state_names() order, zero before the first step
+  std::vector<float*> state;  // in state_names() order, initial_state() before the first step
 };
 
 class ShardOptimizer {
@@ -52,15 +64,29 @@ class ShardOptimizer {
   // The fp32 arrays of one element per master weight the optimizer needs ("exp_avg", ...);
   // checkpoints save them under these names. Empty for a stateless optimizer.
   virtual std::vector<std::string> state_names() const = 0;
+  // What each state array holds before the first step, in state_names() order (Adagrad's
+  // initial_accumulator_value); zeros unless overridden.
+  virtual std::vector<float> initial_state() const {
+    return std::vector<float>(state_names().size(), 0.0f);
+  }
   // Optimizer step `step` (1, 2, ... counting only steps taken, not skipped ones) for the
   // segments that fall in `shard` (each lies inside it). The engine calls it once per sub-group
   // with the same `step`. Gradients are divided by `grad_scale` (loss scale times the clipping
   // factor) before use.
   virtual absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                             absl::Span<const ShardSegment> segments) = 0;
+  // How many sums per parameter tensor a step needs (see the top of this file); 0: none.
+  virtual int tensor_sums() const { return 0; }
+  // Pass 1 of a two-pass step, with the same arguments as Step: adds each segment's part of its
+  // tensor's sums into segment.tensor_sums (params_out is null). It may update the state it is
+  // given (kept for pass 2) but not the master.
+  virtual absl::Status AddTensorSums(int64_t step, double grad_scale, const ShardState& shard,
+                                     absl::Span<const ShardSegment> segments) {
+    return absl::UnimplementedError(name() + " asks for no tensor sums");
+  }
   virtual void set_lr(double lr) = 0;
-  // Adam's betas, for a schedule that cycles momentum (OneCycle); an optimizer without betas
-  // refuses, as DeepSpeed turns cycle_momentum off for one.
+  // Adam's or LAMB's betas, for a schedule that cycles momentum (OneCycle); an optimizer without
+  // betas refuses, as DeepSpeed turns cycle_momentum off for one.
   virtual absl::Status set_betas(double beta1, double beta2) {
     return absl::FailedPreconditionError(name() + " has no betas to schedule");
   }
@@ -68,5 +94,10 @@ class ShardOptimizer {
 
 std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions& options);
 std::unique_ptr<ShardOptimizer> MakeSgdShardOptimizer(const optim::SgdOptions& options);
+// torch.optim.Adagrad; its state "sum" starts at initial_accumulator_value.
+std::unique_ptr<ShardOptimizer> MakeAdagradShardOptimizer(const optim::AdagradOptions& options,
+                                                          double initial_accumulator_value);
+// DeepSpeed's FusedLamb, with a trust ratio per parameter tensor (two passes).
+std::unique_ptr<ShardOptimizer> MakeLambShardOptimizer(const optim::LambOptions& options);
 
 }  // namespace zerotrain::engine

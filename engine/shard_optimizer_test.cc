@@ -1,6 +1,6 @@
-// The built-in ShardOptimizers' hyperparameter setters, which the trainer's schedules drive
-// between steps: Adam's betas change the next step (checked against a scalar Adam loop), and SGD,
-// which has none, refuses them.
+// The built-in ShardOptimizers: the hyperparameter setters the trainer's schedules drive between
+// steps (Adam's betas change the next step, checked against a scalar Adam loop; SGD, which has
+// none, refuses them), LAMB's two passes over a cut tensor and Adagrad's initial state.
 #include "engine/shard_optimizer.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +55,51 @@ TEST(ShardOptimizer, SgdHasNoBetas) {
   const absl::Status s = sgd->set_betas(0.9, 0.99);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("SGD has no betas"), std::string::npos) << s;
+}
+
+// LAMB's two passes with a tensor cut into two segments (as sub-groups and ranks cut it) give
+// what FusedLambStep gives for the whole tensor, once the segments share their tensor's sums.
+TEST(ShardOptimizer, LambSegmentsOfOneTensorShareItsTrustRatio) {
+  optim::LambOptions o;
+  o.lr = 0.1;
+  o.weight_decay = 0.01;
+  auto lamb = MakeLambShardOptimizer(o);
+  ASSERT_EQ(lamb->tensor_sums(), 2);
+  std::vector<float> master = {1.0f, -2.0f, 0.5f, 3.0f}, m(4, 0), v(4, 0);
+  std::vector<float> whole = master, whole_m(4, 0), whole_v(4, 0);
+  const std::vector<float> grads = {0.3f, -0.7f, 0.2f, 0.1f};
+  ShardState shard;
+  shard.numel = 4;
+  shard.master = master.data();
+  shard.state = {m.data(), v.data()};
+  for (int t = 1; t <= 3; ++t) {
+    double sums[2] = {0, 0};
+    ShardSegment segs[2];
+    for (int i = 0; i < 2; ++i) {
+      segs[i].offset = 2 * i;
+      segs[i].size = 2;
+      segs[i].grads = grads.data() + 2 * i;
+      segs[i].tensor_sums = sums;
+    }
+    ASSERT_TRUE(lamb->AddTensorSums(t, 1.0, shard, segs).ok());
+    ASSERT_TRUE(lamb->Step(t, 1.0, shard, segs).ok());
+    const optim::LambShard w{
+        4, whole.data(), grads.data(), optim::DType::kFloat32, whole_m.data(), whole_v.data()};
+    ASSERT_TRUE(optim::FusedLambStep(o, t, {&w, 1}).ok());
+    for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(master[i], whole[i]) << "step " << t << " " << i;
+  }
+  ShardSegment no_sums;
+  no_sums.size = 1;
+  no_sums.grads = grads.data();
+  EXPECT_FALSE(lamb->Step(4, 1.0, shard, {&no_sums, 1}).ok());
+}
+
+TEST(ShardOptimizer, AdagradStateStartsAtInitialAccumulator) {
+  auto adagrad = MakeAdagradShardOptimizer(optim::AdagradOptions(), 0.25);
+  EXPECT_EQ(adagrad->state_names(), std::vector<std::string>{"sum"});
+  EXPECT_EQ(adagrad->initial_state(), std::vector<float>{0.25f});
+  EXPECT_EQ(adagrad->tensor_sums(), 0);
+  EXPECT_EQ(MakeSgdShardOptimizer(optim::SgdOptions())->initial_state(), std::vector<float>{});
 }
 
 }  // namespace

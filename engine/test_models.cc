@@ -172,16 +172,21 @@ ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& o) {
   run.net = MakeNet(kind);
   run.net->to(o.device);
   // Once each: a tied matrix listed twice would be stepped twice.
-  const std::vector<torch::Tensor> params = UniqueParameters(*run.net);
-  torch::optim::AdamW adam(params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+  std::vector<torch::Tensor> params = UniqueParameters(*run.net);
+  ReferenceStep step_fn = o.make_optimizer ? o.make_optimizer(params) : nullptr;
+  if (!step_fn) {
+    auto adam = std::make_shared<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+    step_fn = [adam] { adam->step(); };
+  }
   for (int step = 0; step < o.steps; ++step) {
     Batch b = GlobalBatch(kind, step, o.batch);
-    adam.zero_grad();
+    for (torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
     torch::Tensor loss = Loss(*run.net, b.x, b.y);
     run.losses.push_back(loss.item<double>());
     loss.backward();
     if (o.clip > 0) torch::nn::utils::clip_grad_norm_(params, o.clip);
-    adam.step();
+    step_fn();
   }
   return run;
 }

@@ -1,7 +1,8 @@
 // Test support for the engine: tiny networks (an MLP, the same MLP half in bf16, a pre-norm
 // transformer block, one with a tied matrix and a submodule called twice, a stack of layers),
 // deterministic global batches, the process-group join SpawnRanks children use, and the
-// independent reference: a plain single-process LibTorch loop with torch::optim::AdamW.
+// independent reference: a plain single-process LibTorch loop with torch::optim::AdamW (or another
+// optimizer the test supplies).
 #pragma once
 
 #include <torch/torch.h>
@@ -52,6 +53,9 @@ torch::Tensor Loss(TestNet& net, const torch::Tensor& x, const torch::Tensor& y)
 absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> JoinGroupFromEnv(
     const comm::GroupOptions& options = {});
 
+// A reference optimizer's step over the parameters it was made for, reading their .grad().
+using ReferenceStep = std::function<void()>;
+
 struct ReferenceOptions {
   int steps = 20;
   int64_t batch = 16;
@@ -59,6 +63,9 @@ struct ReferenceOptions {
   double weight_decay = 0.01;
   double clip = 0;                     // max global norm, 0 = off
   torch::Device device = torch::kCPU;  // where the net and its optimizer run
+  // Another optimizer than torch::optim::AdamW(lr, weight_decay): made once for the net's unique
+  // parameters (lr and weight_decay above are then unused).
+  std::function<ReferenceStep(const std::vector<torch::Tensor>& params)> make_optimizer;
 };
 
 struct ReferenceRun {

@@ -44,13 +44,15 @@ struct AdagradScalars {
   float eps, weight_decay, grad_mul;
 };
 
-// LAMB runs in two passes (the trust ratio needs whole-tensor norms between them).
+// LAMB runs in two passes (the trust ratio needs whole-tensor norms between them). As in
+// DeepSpeed's FusedLamb, the update direction is u = m / (sqrt(v + eps_in_sqrt) + eps) + wd * p,
+// without bias correction; that goes into the step size.
 struct LambScalars {
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
-  float inv_bias1;       // 1 / bias_correction1
-  float inv_sqrt_bias2;  // 1 / sqrt(bias_correction2)
+  float beta1, beta2, one_minus_beta1, one_minus_beta2;
+  float eps_in_sqrt;  // eps when eps_inside_sqrt, else 0
+  float eps;          // eps otherwise, else 0
   float weight_decay, grad_mul;
-  float neg_lr_trust;  // -lr * the shard's trust ratio (apply pass only)
+  float neg_step_trust;  // -step_size * the shard's trust ratio (apply pass only)
 };
 
 struct SquaredNorms {
@@ -77,7 +79,7 @@ struct KernelTable {
   // LAMB pass 1: moments updated in place; returns |p|^2 and |update|^2 over the range.
   SquaredNorms (*lamb_moments)(const LambScalars&, const StreamTypes&, const Streams&,
                                int64_t begin, int64_t end);
-  // LAMB pass 2: p += neg_lr_trust * update, recomputed from the moments (no gradient read).
+  // LAMB pass 2: p += neg_step_trust * update, recomputed from the moments (no gradient read).
   void (*lamb_apply)(const LambScalars&, const StreamTypes&, const Streams&, int64_t begin,
                      int64_t end);
 };

@@ -31,22 +31,25 @@ absl::Status CheckOptions(const LambOptions& o, int64_t step) {
   return absl::OkStatus();
 }
 
-internal::LambScalars MakeScalars(const LambOptions& o, int64_t step) {
-  const double t = static_cast<double>(step);
-  const double bias1 = o.bias_correction ? 1.0 - std::pow(o.beta1, t) : 1.0;
-  const double bias2 = o.bias_correction ? 1.0 - std::pow(o.beta2, t) : 1.0;
+internal::LambScalars MakeScalars(const LambOptions& o) {
   internal::LambScalars s;
   s.beta1 = static_cast<float>(o.beta1);
   s.beta2 = static_cast<float>(o.beta2);
   s.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
   s.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
-  s.eps = static_cast<float>(o.eps);
-  s.inv_bias1 = static_cast<float>(1.0 / bias1);
-  s.inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+  s.eps_in_sqrt = o.eps_inside_sqrt ? static_cast<float>(o.eps) : 0.0f;
+  s.eps = o.eps_inside_sqrt ? 0.0f : static_cast<float>(o.eps);
   s.weight_decay = static_cast<float>(o.weight_decay);
   s.grad_mul = static_cast<float>(1.0 / o.grad_scale);
-  s.neg_lr_trust = 0.0f;
+  s.neg_step_trust = 0.0f;
   return s;
+}
+
+// FusedLamb's step size: the bias corrections of both moments, folded into lr.
+double StepSize(const LambOptions& o, int64_t step) {
+  if (!o.bias_correction) return o.lr;
+  const double t = static_cast<double>(step);
+  return o.lr * std::sqrt(1.0 - std::pow(o.beta2, t)) / (1.0 - std::pow(o.beta1, t));
 }
 
 // Checks every shard (the gradient only when the pass reads it) and builds its streams.
@@ -82,7 +85,7 @@ absl::StatusOr<std::vector<LambNorms>> LambUpdateMoments(const LambOptions& opti
   std::vector<internal::Streams> streams;
   std::vector<internal::StreamTypes> types;
   ZT_RETURN_IF_ERROR(Prepare(shards, true, sizes, streams, types));
-  const internal::LambScalars scalars = MakeScalars(options, step);
+  const internal::LambScalars scalars = MakeScalars(options);
   std::vector<internal::SquaredNorms> partial(internal::CountChunks(sizes));
   std::vector<size_t> shard_of(partial.size());
   ZT_RETURN_IF_ERROR(internal::RunOnShards(
@@ -117,9 +120,10 @@ absl::Status LambApplyUpdate(const LambOptions& options, int64_t step,
   std::vector<internal::Streams> streams;
   std::vector<internal::StreamTypes> types;
   ZT_RETURN_IF_ERROR(Prepare(shards, false, sizes, streams, types));
-  std::vector<internal::LambScalars> scalars(shards.size(), MakeScalars(options, step));
+  std::vector<internal::LambScalars> scalars(shards.size(), MakeScalars(options));
+  const double step_size = StepSize(options, step);
   for (size_t i = 0; i < shards.size(); ++i) {
-    scalars[i].neg_lr_trust = static_cast<float>(-options.lr * trust_ratios[i]);
+    scalars[i].neg_step_trust = static_cast<float>(-step_size * trust_ratios[i]);
   }
   return internal::RunOnShards(
       options.simd, options.threads, sizes,

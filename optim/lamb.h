@@ -1,5 +1,7 @@
 // LAMB (You et al., "Large Batch Optimization for Deep Learning") over flat fp32 shards, with
-// DeepSpeed FusedLamb's trust-ratio clamp. The trust ratio needs the norms of whole tensors,
+// DeepSpeed FusedLamb's maths: the update direction u = m / (sqrt(v) + eps) + weight_decay * p
+// without bias correction, the trust ratio |p| / |u| clamped to [min_coeff, max_coeff], and
+// p -= lr * sqrt(bc2) / bc1 * trust * u. The trust ratio needs the norms of whole tensors,
 // and under ZeRO a tensor may be cut across shards and ranks, so the step has two passes: the
 // caller sums each tensor's norms between them (across its shards, and ranks via all-reduce).
 #pragma once
@@ -20,9 +22,11 @@ struct LambOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;  // must be > 0
+  // FusedLamb's eps_inside_sqrt: u = m / sqrt(v + eps) + weight_decay * p.
+  bool eps_inside_sqrt = false;
   double weight_decay = 0.0;
-  bool bias_correction = true;
-  double max_coeff = 10.0;  // trust ratio clamp, DeepSpeed FusedLamb's defaults
+  bool bias_correction = true;  // into the step size: lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+  double max_coeff = 10.0;      // trust ratio clamp, DeepSpeed FusedLamb's defaults
   double min_coeff = 0.01;
   double grad_scale = 1.0;  // gradients are divided by this (loss scale x clip factor)
   int threads = 0;
@@ -55,7 +59,7 @@ absl::StatusOr<std::vector<LambNorms>> LambUpdateMoments(const LambOptions& opti
 // [min_coeff, max_coeff], or 1 when either norm is 0.
 double LambTrustRatio(const LambOptions& options, const LambNorms& tensor);
 
-// Pass 2: p -= lr * trust_ratios[i] * u for shard i (u recomputed from the moments).
+// Pass 2: p -= step_size * trust_ratios[i] * u for shard i (u recomputed from the moments).
 absl::Status LambApplyUpdate(const LambOptions& options, int64_t step,
                              absl::Span<const LambShard> shards,
                              absl::Span<const double> trust_ratios);

@@ -1,21 +1,19 @@
 // LAMB's two passes over one chunk, written over the vector type V like kernels_body.h (which
 // includes this file inside each ISA's target region). Pass 1 updates the moments and sums
-// |p|^2 and |u|^2, u being the Adam direction plus weight decay; pass 2 recomputes u from the
-// moments and applies it with the tensor's trust ratio.
+// |p|^2 and |u|^2, u being the Adam direction (without bias correction, as DeepSpeed's FusedLamb)
+// plus weight decay; pass 2 recomputes u from the moments and applies it with the step size and
+// the tensor's trust ratio.
 namespace zerotrain::optim::internal {
 namespace {
 
-// u = (m / bc1) / (sqrt(v) / sqrt(bc2) + eps) + weight_decay * p
+// u = m / (sqrt(v + eps_in_sqrt) + eps) + weight_decay * p, DeepSpeed FusedLamb's direction
 template <class V>
 struct LambDirection {
-  V inv_bias1, inv_sqrt_bias2, eps, wd;
+  V eps_in_sqrt, eps, wd;
   explicit LambDirection(const LambScalars& a)
-      : inv_bias1(V::Set(a.inv_bias1)),
-        inv_sqrt_bias2(V::Set(a.inv_sqrt_bias2)),
-        eps(V::Set(a.eps)),
-        wd(V::Set(a.weight_decay)) {}
+      : eps_in_sqrt(V::Set(a.eps_in_sqrt)), eps(V::Set(a.eps)), wd(V::Set(a.weight_decay)) {}
   inline V operator()(V p, V m, V v) const {
-    return V::Fma(wd, p, (m * inv_bias1) / V::Fma(V::Sqrt(v), inv_sqrt_bias2, eps));
+    return V::Fma(wd, p, m / (V::Sqrt(v + eps_in_sqrt) + eps));
   }
 };
 
@@ -49,13 +47,14 @@ struct LambMomentsOp {
 template <class V, DType G, Out O>
 struct LambApplyOp {
   LambDirection<V> direction;
-  V neg_lr_trust;
+  V neg_step_trust;
 
-  explicit LambApplyOp(const LambScalars& a) : direction(a), neg_lr_trust(V::Set(a.neg_lr_trust)) {}
+  explicit LambApplyOp(const LambScalars& a)
+      : direction(a), neg_step_trust(V::Set(a.neg_step_trust)) {}
 
   inline void operator()(const Streams& s, int64_t i) const {
     V p = V::Load(s.param + i);
-    p = V::Fma(neg_lr_trust, direction(p, V::Load(s.state[0] + i), V::Load(s.state[1] + i)), p);
+    p = V::Fma(neg_step_trust, direction(p, V::Load(s.state[0] + i), V::Load(s.state[1] + i)), p);
     p.Store(s.param + i);
     StoreOut<V, O>(s.out, i, p);
   }

@@ -1,5 +1,6 @@
-// LAMB against an independent double-precision loop on every SIMD path: whole tensors, bf16
-// gradients with a bf16 copy, and a tensor cut into two shards whose norms are summed in between
+// LAMB against an independent double-precision loop of DeepSpeed FusedLamb's maths on every SIMD
+// path: whole tensors, eps inside the square root without bias correction, bf16 gradients with a
+// bf16 copy, and a tensor cut into two shards whose norms are summed in between
 // (as ZeRO does across ranks), plus the trust-ratio clamp and the option checks.
 #include "optim/lamb.h"
 
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "optim/lamb_reference.h"
 #include "optim/optim_testing.h"
 #include "optim/precision.h"
 
@@ -16,37 +18,9 @@ namespace {
 using testing::AllClose;
 using testing::kTotal;
 using testing::RandomNormal;
+using testing::ReferenceLamb;
 
 const std::vector<int64_t> kTensorSizes = {0, 13, 40003, 7, 1000};
-
-// The paper's update per tensor, in double, with DeepSpeed's clamp.
-struct ReferenceLamb {
-  explicit ReferenceLamb(const std::vector<float>& init)
-      : p(init.begin(), init.end()), m(init.size()), v(init.size()) {}
-  void Step(const LambOptions& o, int64_t t, const std::vector<float>& grads) {
-    const double bc1 = 1.0 - std::pow(o.beta1, t), bc2 = 1.0 - std::pow(o.beta2, t);
-    int64_t off = 0;
-    for (int64_t size : kTensorSizes) {
-      std::vector<double> u(size);
-      double pn = 0, un = 0;
-      for (int64_t i = off; i < off + size; ++i) {
-        const double g = grads[i] / o.grad_scale;
-        m[i] = o.beta1 * m[i] + (1 - o.beta1) * g;
-        v[i] = o.beta2 * v[i] + (1 - o.beta2) * g * g;
-        u[i - off] = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + o.eps) + o.weight_decay * p[i];
-        pn += p[i] * p[i];
-        un += u[i - off] * u[i - off];
-      }
-      double trust = 1.0;
-      if (pn > 0 && un > 0) {
-        trust = std::min(o.max_coeff, std::max(o.min_coeff, std::sqrt(pn / un)));
-      }
-      for (int64_t i = off; i < off + size; ++i) p[i] -= o.lr * trust * u[i - off];
-      off += size;
-    }
-  }
-  std::vector<double> p, m, v;
-};
 
 struct OurLamb {
   explicit OurLamb(const std::vector<float>& init)
@@ -84,7 +58,7 @@ class LambPathTest : public ::testing::TestWithParam<SimdPath> {};
 TEST_P(LambPathTest, MatchesReferenceOver200Steps) {
   const std::vector<float> init = RandomNormal(kTotal, 31);
   OurLamb ours(init);
-  ReferenceLamb ref(init);
+  ReferenceLamb ref(init, kTensorSizes);
   LambOptions o;
   o.weight_decay = 0.01, o.threads = 2, o.simd = GetParam(), o.grad_scale = 4.0;
   for (int64_t t = 1; t <= 200; ++t) {
@@ -101,10 +75,26 @@ TEST_P(LambPathTest, MatchesReferenceOver200Steps) {
   EXPECT_TRUE(AllClose(ours.v.data() + 1, ToFloat(ref.v).data(), kTotal));
 }
 
+// FusedLamb's other modes: eps under the square root, no bias correction.
+TEST_P(LambPathTest, EpsInsideSqrtWithoutBiasCorrection) {
+  const std::vector<float> init = RandomNormal(kTotal, 34);
+  OurLamb ours(init);
+  ReferenceLamb ref(init, kTensorSizes);
+  LambOptions o;
+  o.eps_inside_sqrt = true, o.bias_correction = false, o.eps = 1e-6, o.weight_decay = 0.01;
+  o.simd = GetParam();
+  for (int64_t t = 1; t <= 50; ++t) {
+    const std::vector<float> g = RandomNormal(kTotal, 800 + t);
+    ASSERT_TRUE(FusedLambStep(o, t, ours.Shards(g.data(), DType::kFloat32, false, false)).ok());
+    ref.Step(o, t, g);
+  }
+  EXPECT_TRUE(AllClose(ours.P(), ToFloat(ref.p).data(), kTotal));
+}
+
 TEST_P(LambPathTest, Bf16GradientsAndCopy) {
   const std::vector<float> init = RandomNormal(kTotal, 32);
   OurLamb ours(init);
-  ReferenceLamb ref(init);
+  ReferenceLamb ref(init, kTensorSizes);
   LambOptions o;
   o.simd = GetParam();
   for (int64_t t = 1; t <= 50; ++t) {

@@ -1,0 +1,121 @@
+// Engine::StepOptimizer: the ShardOptimizer over every sub-group of the state, in one pass, or,
+// for an optimizer whose update needs sums over whole parameter tensors (tensor_sums() > 0, as
+// LAMB's trust ratio), in two passes around the all-reduce of those sums.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "engine/engine.h"
+#include "offload/sub_group_store.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::engine {
+namespace {
+
+// Elements [lo, hi) of segment s, its pointers moved along.
+ShardSegment Slice(const ShardSegment& s, int64_t lo, int64_t hi) {
+  ShardSegment c = s;
+  c.offset = lo;
+  c.size = hi - lo;
+  c.grads = static_cast<const char*>(s.grads) + (lo - s.offset) * optim::DTypeSize(s.grad_dtype);
+  if (s.params_out != nullptr) {
+    c.params_out =
+        static_cast<char*>(s.params_out) + (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
+  }
+  return c;
+}
+
+// The segments cut where this rank's runs of each parameter begin and end, each part pointing at
+// its parameter's `width` sums. What lies outside every run (padding) is left out: no parameter
+// to update there.
+std::vector<ShardSegment> CutAtParams(const std::vector<ShardSegment>& segments,
+                                      std::vector<MasterRun> runs, int width, double* sums) {
+  std::sort(runs.begin(), runs.end(), [](const MasterRun& a, const MasterRun& b) {
+    return a.master_offset < b.master_offset;
+  });
+  std::vector<ShardSegment> out;
+  for (const ShardSegment& s : segments) {
+    const int64_t end = s.offset + s.size;
+    // The first run that ends after the segment begins (runs are disjoint, in master order).
+    auto r = std::upper_bound(
+        runs.begin(), runs.end(), s.offset,
+        [](int64_t at, const MasterRun& x) { return at < x.master_offset + x.numel; });
+    for (; r != runs.end() && r->master_offset < end; ++r) {
+      const int64_t lo = std::max(s.offset, r->master_offset);
+      const int64_t hi = std::min(end, r->master_offset + r->numel);
+      if (lo >= hi) continue;
+      ShardSegment c = Slice(s, lo, hi);
+      c.tensor_sums = sums + static_cast<int64_t>(r->param) * width;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The optimizer runs once per piece of every sub-group, as the store cuts it (the whole
+// sub-group, or its overlap with each part of a shard on NVMe).
+absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments) {
+  const int64_t step = optimizer_steps_ + 1;
+  auto shard_of = [&](const offload::SubGroupView& v, int64_t begin, int64_t end) {
+    ShardState shard;
+    shard.device = state_device_;
+    shard.begin = begin;
+    shard.numel = end - begin;
+    shard.master = v.arrays[0] + (begin - v.begin);
+    for (size_t a = 1; a < v.arrays.size(); ++a) {
+      shard.state.push_back(v.arrays[a] + (begin - v.begin));
+    }
+    return shard;
+  };
+  // Each segment's part inside [begin, end); `out`: the low-precision copy of [begin, end) when
+  // the store hands it out for the piece.
+  auto inside = [](const std::vector<ShardSegment>& all, int64_t begin, int64_t end,
+                   const at::Tensor& out) {
+    std::vector<ShardSegment> parts;
+    for (const ShardSegment& s : all) {
+      const int64_t lo = std::max(s.offset, begin);
+      const int64_t hi = std::min(s.offset + s.size, end);
+      if (lo >= hi) continue;
+      ShardSegment c = Slice(s, lo, hi);
+      if (s.params_out == nullptr && out.defined()) {
+        c.params_out = static_cast<char*>(out.data_ptr()) + (lo - begin) * out.element_size();
+        c.params_out_dtype = ToOptimDtype(out.scalar_type());
+      }
+      parts.push_back(c);
+    }
+    return parts;
+  };
+
+  const int width = optimizer_->tensor_sums();
+  std::vector<ShardSegment> stepped = segments;
+  at::Tensor sums;
+  if (width > 0) {
+    sums = at::zeros({static_cast<int64_t>(flat_params().num_params()) * width}, at::kDouble);
+    stepped = CutAtParams(segments, store_->MasterRuns(), width, sums.data_ptr<double>());
+    // Pass 1 writes no parameter, so it visits the sub-groups without the store's pieces.
+    const absl::Status summed =
+        state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
+          std::vector<ShardSegment> parts = inside(stepped, v.begin, v.begin + v.numel, {});
+          for (ShardSegment& p : parts) p.params_out = nullptr;
+          return optimizer_->AddTensorSums(step, grad_scale,
+                                           shard_of(v, v.begin, v.begin + v.numel), parts);
+        });
+    // A rank that failed would leave the others waiting in the all-reduce.
+    ZT_RETURN_IF_ERROR(AgreeAllOk(summed, ""));
+    // Where each rank holds a disjoint part of the master, a tensor's sums are spread over ranks.
+    if (store_->grads_sharded()) {
+      ZT_RETURN_IF_ERROR(group_->AllReduce(sums, comm::ReduceOp::kSum));
+    }
+  }
+  return state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
+    return store_->ForEachStepPiece(v.begin, v.begin + v.numel, master_aliases_params_,
+                                    [&](int64_t lo, int64_t hi, const at::Tensor& out) {
+                                      return optimizer_->Step(step, grad_scale, shard_of(v, lo, hi),
+                                                              inside(stepped, lo, hi, out));
+                                    });
+  });
+}
+
+}  // namespace zerotrain::engine
