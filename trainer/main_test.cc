@@ -1,9 +1,9 @@
 // //trainer:main as a user runs it, in a child process: a short 2-rank run whose loss falls and
-// whose monitors are written; the banner and summary naming the device and offload tiers; a rank
-// killed mid-run ends the job within seconds with that rank named; and each kind of bad input
-// (a placement that cannot work included, from our launcher or in a rank of another one) exits 2
-// with one line naming the field or file and value, having written nothing. Every run here is a
-// CPU run: main() hides any GPU from the children.
+// whose monitors are written; the banner, configuration table and summary naming the device and
+// offload tiers; a rank killed mid-run ends the job within seconds with that rank named; and each
+// kind of bad input (a placement that cannot work included, from our launcher or in a rank of
+// another one) exits 2 with one line naming the field or file and value, having written nothing.
+// Every run here is a CPU run: main() hides any GPU from the children.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -137,6 +137,19 @@ TEST(MainTest, TwoRankRunLearnsAndWritesItsMonitors) {
       << r.out;
   EXPECT_EQ(r.out.find("cuda"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sample (20 tokens"), std::string::npos) << r.out;
+  // The effective configuration, once (rank 0), before training: given values, a derived one
+  // (8 = micro 4 x 2 ranks) and a default.
+  const std::string header = "zerotrain configuration (effective):\n";
+  const size_t table = r.out.find(header);
+  ASSERT_NE(table, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(header, table + 1), std::string::npos) << r.out;
+  EXPECT_LT(table, r.out.find("step ")) << r.out;
+  for (const char* line :
+       {R"(\n  zero_optimization\.stage \.+ 2\n)", R"(\n  optimizer\.params\.lr \.+ 0\.003\n)",
+        R"(\n  optimizer\.type \.+ "AdamW"\n)", R"(\n  train_batch_size \.+ 8\n)",
+        R"(\n  fp16\.initial_scale_power \.+ 16\n)"}) {
+    EXPECT_TRUE(std::regex_search(r.out, std::regex(line))) << line << "\n" << r.out;
+  }
   const std::string csv = Read(out_dir + "/t/metrics.csv");
   EXPECT_NE(csv.find("loss"), std::string::npos);
   int tfevents = 0;
@@ -144,6 +157,16 @@ TEST(MainTest, TwoRankRunLearnsAndWritesItsMonitors) {
     tfevents += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
   }
   EXPECT_EQ(tfevents, 1);
+}
+
+// --print_config prints protobuf text and nothing else: the table is for training runs.
+TEST(MainTest, PrintConfigIsProtobufTextWithoutTheTable) {
+  const std::string dir = Dir("print_config");
+  const Result r =
+      RunMain({"--config=" + WriteConfig(dir, dir + "/out", 3), "--print_config"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("zero_optimization {\n  stage: 2\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("zerotrain configuration"), std::string::npos) << r.out;
 }
 
 // comms_logger's filter and verbose lines: only the listed ops, in the table and line by line.

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "recompute/activation_checkpoint.h"
 #include "tools/status_macros.h"
+#include "trainer/config/config_table.h"
 #include "trainer/metrics/device_memory_stats.h"
 #include "trainer/metrics/memory_stats.h"
 #include "trainer/model/generate.h"
@@ -85,6 +86,9 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
       r->on_cuda() ? absl::StrCat("cuda (rank 0 on ", config.engine.device.str(), ")").c_str()
                    : "cpu",
       OffloadSummary(config.engine).c_str());
+  // Every setting the run uses, defaults and derived values included, as DeepSpeed's engine lists
+  // its own: a log then says exactly how the run was configured.
+  std::printf("%s", ConfigTable(config.effective).c_str());
   std::fflush(stdout);
   return r;
 }

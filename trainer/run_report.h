@@ -1,9 +1,9 @@
 // RunReport: what a //trainer:main run tells its user — a header naming the run, its device and
-// offload tiers, a progress line every steps_per_print steps (loss, lr, loss scale, throughput,
-// step time, host memory, on CUDA the caching allocator's peaks, and with wall_clock_breakdown
-// the engine's time split), eval losses, the monitors (CSV/TensorBoard) and the final summary with
-// a generated sample. Every rank calls every method at the same steps (some take collectives);
-// only rank 0 prints and writes files.
+// offload tiers, the effective configuration (config_table.h), a progress line every
+// steps_per_print steps (loss, lr, loss scale, throughput, step time, host memory, on CUDA the
+// caching allocator's peaks, and with wall_clock_breakdown the engine's time split), eval losses,
+// the monitors (CSV/TensorBoard) and the final summary with a generated sample. Every rank calls
+// every method at the same steps (some take collectives); only rank 0 prints and writes files.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,8 @@ std::string OffloadSummary(const engine::EngineOptions& options);
 
 class RunReport {
  public:
-  // On rank 0, opens the monitors (creating their directories) and prints the run's header.
+  // On rank 0, opens the monitors (creating their directories) and prints the run's header and
+  // the configuration table.
   static absl::StatusOr<std::unique_ptr<RunReport>> Create(const TrainerConfig& config,
                                                            comm::ProcessGroup* group,
                                                            const engine::Engine& engine,

@@ -17,6 +17,12 @@ Each subcommand reads inputs the C++ test wrote and prints one JSON object on st
                      "error: " and the first line of what it raised.
   defaults <dir>     for every <dir>/*.json: the values DeepSpeedConfig resolves for the keys
                      zerotrain shares with it, under zerotrain's dotted field names (DEFAULTS).
+  fields             every key DeepSpeedConfig reads, per section (dotted path, "" = the top
+                     level): for a section DeepSpeed holds as a pydantic model, the model's fields;
+                     for one it reads as a plain dict, the keys it looks up in it (and the default
+                     it passes to get()). Each section: whether DeepSpeed rejects keys it does not
+                     know ("strict"), its fields (alias, default as JSON, has_default), and the
+                     keys DeepSpeed refuses as removed features.
 """
 import glob
 import json
@@ -125,7 +131,8 @@ def accepts(directory):
 
 
 # zerotrain's field (the effective TrainerConfigProto's dotted path) -> how DeepSpeed 0.19.8's
-# resolved config holds it. None in DeepSpeed means "off" where zerotrain writes 0.
+# resolved config holds it. None in DeepSpeed means "off" where zerotrain writes 0. A reader that
+# raises AttributeError (a section DeepSpeed builds only when the file has it) skips the field.
 DEFAULTS = {
     "gradient_clipping": lambda c: c.gradient_clipping,
     "steps_per_print": lambda c: c.steps_per_print or 0,
@@ -166,7 +173,168 @@ DEFAULTS = {
     "fp16.consecutive_hysteresis": lambda c: c.float16_config.consecutive_hysteresis,
     "fp16.min_loss_scale": lambda c: c.float16_config.min_loss_scale,
     "bf16.check_grad_overflow": lambda c: c.bfloat16_config.check_grad_overflow,
+    "prescale_gradients": lambda c: c.prescale_gradients,
+    "gradient_predivide_factor": lambda c: c.gradient_predivide_factor,
+    "zero_allow_untested_optimizer": lambda c: c.zero_allow_untested_optimizer,
+    "zero_force_ds_cpu_optimizer": lambda c: c.zero_force_ds_cpu_optimizer,
+    "zero_optimization.zero_hpz_partition_size": lambda c: c.zero_config.zero_hpz_partition_size,
+    "zero_optimization.zero_quantized_weights": lambda c: c.zero_config.zero_quantized_weights,
+    "zero_optimization.zero_quantized_gradients": lambda c: c.zero_config.zero_quantized_gradients,
+    "zero_optimization.offload_optimizer.device": lambda c: c.zero_config.offload_optimizer.device,
+    "zero_optimization.offload_optimizer.pipeline_read":
+        lambda c: c.zero_config.offload_optimizer.pipeline_read,
+    "zero_optimization.offload_optimizer.pipeline_write":
+        lambda c: c.zero_config.offload_optimizer.pipeline_write,
+    "zero_optimization.offload_optimizer.fast_init":
+        lambda c: c.zero_config.offload_optimizer.fast_init,
+    "zero_optimization.offload_optimizer.ratio": lambda c: c.zero_config.offload_optimizer.ratio,
+    "zero_optimization.offload_param.device": lambda c: c.zero_config.offload_param.device,
+    "fp16.enabled": lambda c: c.float16_config.enabled,
+    "fp16.auto_cast": lambda c: c.float16_config.auto_cast,
+    "fp16.fp16_master_weights_and_grads": lambda c: c.float16_config.fp16_master_weights_and_grads,
+    "bf16.enabled": lambda c: c.bfloat16_config.enabled,
+    # tensorboard/csv_monitor.output_path is left out: DeepSpeed's "" means the working directory,
+    # zerotrain's run.output_dir (docs/CONFIG.md, "Deviations").
+    "tensorboard.enabled": lambda c: c.monitor_config.tensorboard.enabled,
+    "tensorboard.job_name": lambda c: c.monitor_config.tensorboard.job_name,
+    "csv_monitor.enabled": lambda c: c.monitor_config.csv_monitor.enabled,
+    "csv_monitor.job_name": lambda c: c.monitor_config.csv_monitor.job_name,
+    "comms_logger.enabled": lambda c: c.comms_config.comms_logger.enabled,
+    "comms_logger.prof_all": lambda c: c.comms_config.comms_logger.prof_all,
+    "comms_logger.verbose": lambda c: c.comms_config.comms_logger.verbose,
+    "comms_logger.debug": lambda c: c.comms_config.comms_logger.debug,
+    "activation_checkpointing.partition_activations":
+        lambda c: c.activation_checkpointing_config.partition_activations,
+    "activation_checkpointing.cpu_checkpointing":
+        lambda c: c.activation_checkpointing_config.cpu_checkpointing,
+    "activation_checkpointing.contiguous_memory_optimization":
+        lambda c: c.activation_checkpointing_config.contiguous_memory_optimization,
+    "activation_checkpointing.synchronize_checkpoint_boundary":
+        lambda c: c.activation_checkpointing_config.synchronize_checkpoint_boundary,
+    "activation_checkpointing.profile": lambda c: c.activation_checkpointing_config.profile,
+    "aio.block_size": lambda c: c.aio_config["block_size"],
+    "aio.queue_depth": lambda c: c.aio_config["queue_depth"],
+    "aio.intra_op_parallelism": lambda c: c.aio_config["intra_op_parallelism"],
+    "aio.single_submit": lambda c: c.aio_config["single_submit"],
+    "aio.overlap_events": lambda c: c.aio_config["overlap_events"],
+    "checkpoint.tag_validation": lambda c: c.checkpoint_config["tag_validation"],
+    "checkpoint.load_universal": lambda c: c.load_universal_checkpoint,
+    "checkpoint.use_node_local_storage": lambda c: c.use_node_local_storage,
+    "checkpoint.parallel_write.pipeline_stage": lambda c: c.checkpoint_parallel_write_pipeline,
 }
+
+
+class _Recorder(dict):
+    """A dict that notes each key DeepSpeed looks up in it (get, [], in, in .keys()) and the
+    first default passed to get(): what DeepSpeed reads from a section it holds as a dict."""
+
+    def __init__(self, log, path, items=()):
+        super().__init__(items)
+        self._log, self._path = log, path
+
+    def _note(self, key, default=None, has_default=False):
+        if isinstance(key, str):
+            seen = self._log.setdefault(self._path, {})
+            if key not in seen or (has_default and not seen[key][1]):
+                seen[key] = (default, has_default)
+
+    def get(self, key, default=None):
+        self._note(key, default, True)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self._note(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self._note(key)
+        return super().__contains__(key)
+
+    def keys(self):
+        outer = self
+
+        class Keys:
+
+            def __contains__(self, key):
+                outer._note(key)
+                return dict.__contains__(outer, key)
+
+            def __iter__(self):
+                return iter(dict.keys(outer))
+
+            def __len__(self):
+                return dict.__len__(outer)
+
+        return Keys()
+
+
+# The sections DeepSpeed reads as plain dicts (besides the top level), nested ones after their
+# parents; each is given to DeepSpeedConfig empty, so every key it looks up takes its default.
+DICT_SECTIONS = ["activation_checkpointing", "aio", "checkpoint", "checkpoint.writer",
+                 "checkpoint.parallel_write", "flops_profiler", "torch_autocast", "data_types"]
+
+# The sections DeepSpeed holds as pydantic models: where the resolved DeepSpeedConfig keeps each.
+MODEL_SECTIONS = {
+    "zero_optimization": lambda c: c.zero_config,
+    "zero_optimization.offload_optimizer": lambda c: c.zero_config.offload_optimizer,
+    "zero_optimization.offload_param": lambda c: c.zero_config.offload_param,
+    "fp16": lambda c: c.float16_config,
+    "bf16": lambda c: c.bfloat16_config,
+    "tensorboard": lambda c: c.monitor_config.tensorboard,
+    "csv_monitor": lambda c: c.monitor_config.csv_monitor,
+    "wandb": lambda c: c.monitor_config.wandb,
+    "comet": lambda c: c.monitor_config.comet,
+    "comms_logger": lambda c: c.comms_config.comms_logger,
+}
+
+
+def _json_default(value):
+    """A default as JSON: enums by value, models as dicts, anything else JSON cannot hold as text."""
+    import enum
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
+    try:
+        return json.loads(json.dumps(value))
+    except TypeError:
+        return str(value)
+
+
+def section_fields():
+    init_single_process()
+    import deepspeed.runtime.config as ds_config
+    log = {}
+    root = _Recorder(log, "", {"train_micro_batch_size_per_gpu": 1})
+    # Every model section present, so that DeepSpeedConfig builds each model (comms_logger and
+    # the offload sections exist only when given).
+    root.update({"comms_logger": {}, "zero_optimization": {
+        "offload_optimizer": {"device": "none"}, "offload_param": {"device": "none"}}})
+    for path in DICT_SECTIONS:
+        *parents, name = path.split(".")
+        parent = root
+        for p in parents:
+            parent = dict.__getitem__(parent, p)
+        dict.__setitem__(parent, name, _Recorder(log, path))
+    config = ds_config.DeepSpeedConfig(root)
+    removed = {"": ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS,
+               "zero_optimization": ds_config._REMOVED_ZERO_CONFIG_KEYS}
+    out = {}
+    for path in [""] + DICT_SECTIONS:
+        gone = removed.get(path, {})
+        out[path] = {"strict": False, "removed": sorted(gone), "fields": {
+            key: {"alias": "", "default": _json_default(default), "has_default": has_default}
+            for key, (default, has_default) in sorted(log.get(path, {}).items())
+            if key not in gone}}
+    for path, read in MODEL_SECTIONS.items():
+        model = type(read(config))
+        fields = {}
+        for name, field in model.model_fields.items():
+            fields[name] = {"alias": field.alias or "", "has_default": True,
+                            "default": _json_default(field.get_default(call_default_factory=True))}
+        out[path] = {"strict": model.model_config.get("extra") == "forbid",
+                     "removed": sorted(removed.get(path, {})), "fields": fields}
+    return out
 
 
 def resolved_defaults(directory):
@@ -179,7 +347,7 @@ def resolved_defaults(directory):
         for field, read in DEFAULTS.items():
             try:
                 values[field] = read(config)
-            except AttributeError:  # an offload section the case does not have
+            except AttributeError:  # a section the case does not have (offload, comms_logger)
                 continue
         out[name] = values
     return out
@@ -191,7 +359,8 @@ def main(argv):
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if len(argv) < 2:
-        sys.exit("usage: ds_oracle.py lr <dir> <steps> | scaler <dir> | zero_fields | accepts <dir> | defaults <dir>")
+        sys.exit("usage: ds_oracle.py lr <dir> <steps> | scaler <dir> | zero_fields | accepts <dir> "
+                 "| defaults <dir> | fields")
     if argv[1] == "lr":
         result = lr_sequences(argv[2], int(argv[3]))
     elif argv[1] == "scaler":
@@ -202,6 +371,8 @@ def main(argv):
         result = accepts(argv[2])
     elif argv[1] == "defaults":
         result = resolved_defaults(argv[2])
+    elif argv[1] == "fields":
+        result = section_fields()
     else:
         sys.exit(f"ds_oracle.py: unknown subcommand {argv[1]!r}")
     json.dump(result, result_out)

@@ -1,8 +1,12 @@
 // "auto" resolution and default filling for the loaded config (config_loader.h). The "auto"
-// rules are those of DeepSpeed's Hugging Face integration (transformers' HfTrainerDeepSpeedConfig)
-// where zerotrain has the input it uses: the model width, run.steps, the optimizer's lr.
+// rules are those of DeepSpeed's Hugging Face integration (transformers' HfTrainerDeepSpeedConfig,
+// src/transformers/integrations/deepspeed.py): where zerotrain has the input it uses (the model
+// width, run.steps, the optimizer's lr) that input, and where the Trainer reads one of its own
+// TrainingArguments, that argument's default (training_args.py), as a Trainer run without the
+// flag would get.
 #include <google/protobuf/descriptor.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,6 +43,18 @@ int64_t Width(const TrainerConfigProto& c) {
 
 using Rule = std::function<void(TrainerConfigProto*)>;
 
+// TrainingArguments' defaults, which trainer_config_process writes over these "auto" fields:
+// learning_rate, [adam_beta1, adam_beta2], adam_epsilon, weight_decay, max_grad_norm.
+constexpr double kHfLearningRate = 5e-5;
+constexpr double kHfAdamBeta1 = 0.9;
+constexpr double kHfAdamBeta2 = 0.999;
+constexpr double kHfAdamEpsilon = 1e-8;
+constexpr double kHfWeightDecay = 0.0;
+constexpr double kHfMaxGradNorm = 1.0;
+// get_warmup_steps(n) with warmup_steps = 0 (the default): ceil(n * 0). DeepSpeed's warm-up
+// schedules then run max(2, 0) steps (config_schedule.cc does the same).
+constexpr int64_t kHfWarmupSteps = 0;
+
 const std::map<std::string, Rule>& Rules() {
   static const auto* rules = new std::map<std::string, Rule>{
       // The batch triple: left unset, so ResolveBatchSizes derives it from the other members.
@@ -48,6 +64,31 @@ const std::map<std::string, Rule>& Rules() {
       // Placement: unset is "auto", which each rank resolves against the GPUs it sees.
       {"run.device", [](TrainerConfigProto*) {}},
       {"run.dist_backend", [](TrainerConfigProto*) {}},
+      // fp16 / bf16 are the Trainer's --fp16 / --bf16 flags (or their *_full_eval forms), off
+      // unless given: with both "auto" the run is fp32, as under the Trainer.
+      {"fp16.enabled", [](TrainerConfigProto* c) { c->mutable_fp16()->set_enabled(false); }},
+      {"bf16.enabled", [](TrainerConfigProto* c) { c->mutable_bf16()->set_enabled(false); }},
+      {"gradient_clipping",
+       [](TrainerConfigProto* c) { c->set_gradient_clipping(kHfMaxGradNorm); }},
+      {"optimizer.params.lr",
+       [](TrainerConfigProto* c) {
+         c->mutable_optimizer()->mutable_params()->set_lr(kHfLearningRate);
+       }},
+      {"optimizer.params.betas",
+       [](TrainerConfigProto* c) {
+         OptimizerParams* p = c->mutable_optimizer()->mutable_params();
+         p->clear_betas();
+         p->add_betas(kHfAdamBeta1);
+         p->add_betas(kHfAdamBeta2);
+       }},
+      {"optimizer.params.eps",
+       [](TrainerConfigProto* c) {
+         c->mutable_optimizer()->mutable_params()->set_eps(kHfAdamEpsilon);
+       }},
+      {"optimizer.params.weight_decay",
+       [](TrainerConfigProto* c) {
+         c->mutable_optimizer()->mutable_params()->set_weight_decay(kHfWeightDecay);
+       }},
       {"zero_optimization.reduce_bucket_size",
        [](TrainerConfigProto* c) {
          c->mutable_zero_optimization()->set_reduce_bucket_size(Width(*c) * Width(*c));
@@ -72,6 +113,10 @@ const std::map<std::string, Rule>& Rules() {
       {"scheduler.params.warmup_min_lr",
        [](TrainerConfigProto* c) {
          c->mutable_scheduler()->mutable_params()->set_warmup_min_lr(0);
+       }},
+      {"scheduler.params.warmup_num_steps",
+       [](TrainerConfigProto* c) {
+         c->mutable_scheduler()->mutable_params()->set_warmup_num_steps(kHfWarmupSteps);
        }},
   };
   return *rules;
@@ -116,7 +161,11 @@ void SetDefault(Message* m, const FieldDescriptor* fd) {
 
 absl::Status ResolveAutoFields(const std::vector<std::string>& auto_fields, const std::string& file,
                                TrainerConfigProto* config) {
-  for (const std::string& path : auto_fields) {
+  // The scheduler's rules read the optimizer's lr: resolve everything else first.
+  std::vector<std::string> ordered = auto_fields;
+  std::stable_partition(ordered.begin(), ordered.end(),
+                        [](const std::string& path) { return path.rfind("scheduler.", 0) != 0; });
+  for (const std::string& path : ordered) {
     auto [parent, fd] = Locate(config, path);
     if (fd == nullptr)
       return absl::InternalError(absl::StrCat(file, ": ", path, ": no such field"));
@@ -127,8 +176,9 @@ absl::Status ResolveAutoFields(const std::vector<std::string>& auto_fields, cons
     if (rule == Rules().end()) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": ", path,
-                       " is \"auto\", which zerotrain cannot derive (DeepSpeed's Hugging "
-                       "Face integration takes it from the Trainer's arguments): give it a value"));
+                       " is \"auto\", which zerotrain cannot resolve (Hugging Face's Trainer "
+                       "does not fill it in either, and DeepSpeed rejects the string): give it a "
+                       "value"));
     }
     rule->second(config);
   }

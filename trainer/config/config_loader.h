@@ -34,8 +34,10 @@ std::string DefaultConfigPbtxt();
 // Resolves the fields a JSON file wrote as "auto" (dotted paths) in `config`, which already holds
 // everything else: batch sizes stay unset (derived by ResolveBatchSizes), bucket sizes follow
 // model.n_embd as DeepSpeed's Hugging Face integration does, scheduler totals and peaks follow
-// run.steps and the optimizer's lr. A field `config` already sets (from the pbtxt) keeps that
-// value; any other "auto" is an error naming the field.
+// run.steps and the optimizer's lr, and what that integration takes from the Trainer's arguments
+// (fp16/bf16.enabled, the optimizer's lr, betas, eps and weight_decay, gradient_clipping,
+// warmup_num_steps) gets those arguments' defaults. A field `config` already sets (from the
+// pbtxt) keeps that value; an "auto" the integration does not fill in is an error naming it.
 absl::Status ResolveAutoFields(const std::vector<std::string>& auto_fields, const std::string& file,
                                TrainerConfigProto* config);
 

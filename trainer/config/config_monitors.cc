@@ -54,7 +54,7 @@ absl::Status AioFromConfig(const AioConfig& a, offload::AioOptions* out) {
   const std::pair<int64_t, const char*> sizes[] = {
       {a.block_size(), "aio.block_size"},
       {a.queue_depth(), "aio.queue_depth"},
-      {a.thread_count(), "aio.thread_count"},
+      {a.intra_op_parallelism(), "aio.intra_op_parallelism"},
   };
   for (const auto& [value, name] : sizes) {
     if (value <= 0) {
@@ -66,15 +66,15 @@ absl::Status AioFromConfig(const AioConfig& a, offload::AioOptions* out) {
         absl::StrCat("aio.block_size = ", a.block_size(), ": must be a multiple of ",
                      offload::kIoAlignment, " bytes (the O_DIRECT unit)"));
   }
-  if (a.queue_depth() > 1024 || a.thread_count() > 1024 ||
-      a.queue_depth() * a.thread_count() > 1024) {
+  if (a.queue_depth() > 1024 || a.intra_op_parallelism() > 1024 ||
+      a.queue_depth() * a.intra_op_parallelism() > 1024) {
     return absl::InvalidArgumentError(
-        absl::StrCat("aio.queue_depth x aio.thread_count = ", a.queue_depth(), " x ",
-                     a.thread_count(), ": at most 1024 transfers in flight"));
+        absl::StrCat("aio.queue_depth x aio.intra_op_parallelism = ", a.queue_depth(), " x ",
+                     a.intra_op_parallelism(), ": at most 1024 transfers in flight"));
   }
   out->block_size = a.block_size();
   out->queue_depth = static_cast<int>(a.queue_depth());
-  out->thread_count = static_cast<int>(a.thread_count());
+  out->thread_count = static_cast<int>(a.intra_op_parallelism());
   return absl::OkStatus();
 }
 

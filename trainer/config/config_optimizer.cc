@@ -1,12 +1,15 @@
-// optimizer {type, params} → EngineOptions (config_validate_sections.h), with DeepSpeed's
+// optimizer {type, params} → EngineOptions (config_validate_sections.h), with DeepSpeed 0.19.8's
 // semantics: "Adam" is DeepSpeed's FusedAdam, whose adam_w_mode defaults to true (decoupled weight
-// decay, i.e. AdamW); "AdamW" is always decoupled; "SGD" is torch.optim.SGD. Types match in any
-// case, as DeepSpeed lower-cases them.
+// decay, i.e. AdamW); "AdamW" is always decoupled; "SGD" is torch.optim.SGD; "Adagrad" is
+// torch.optim.Adagrad, or DeepSpeedCPUAdagrad (fewer parameters) with offload_optimizer; "Lamb" is
+// FusedLamb. Types match in any case, as DeepSpeed lower-cases them.
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tools/status_macros.h"
 #include "trainer/config/config_validate_sections.h"
 
 namespace zerotrain::trainer {
@@ -33,7 +36,10 @@ absl::Status CheckParamNames(const OptimizerParams& p, const std::string& type,
   return absl::OkStatus();
 }
 
-absl::Status CommonChecks(const OptimizerParams& p) {
+// The names `type` takes, then the values every type checks alike.
+absl::Status CheckParams(const OptimizerParams& p, const std::string& type,
+                         const std::vector<std::string>& allowed) {
+  ZT_RETURN_IF_ERROR(CheckParamNames(p, type, allowed));
   if (!(p.lr() >= 0)) return Invalid("optimizer.params.lr", p.lr(), "must be >= 0");
   if (!(p.weight_decay() >= 0)) {
     return Invalid("optimizer.params.weight_decay", p.weight_decay(), "must be >= 0");
@@ -41,8 +47,8 @@ absl::Status CommonChecks(const OptimizerParams& p) {
   return absl::OkStatus();
 }
 
-absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, engine::EngineOptions* e,
-                            OptimizerParams* eff) {
+// [beta1, beta2], default [0.9, 0.999], each in [0, 1); into the effective params.
+absl::StatusOr<std::vector<double>> Betas(const OptimizerParams& p, OptimizerParams* eff) {
   std::vector<double> betas(p.betas().begin(), p.betas().end());
   if (betas.empty()) betas = {0.9, 0.999};
   if (betas.size() != 2) {
@@ -56,6 +62,14 @@ absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, engine::E
                      "must be in [0, 1)");
     }
   }
+  eff->add_betas(betas[0]);
+  eff->add_betas(betas[1]);
+  return betas;
+}
+
+absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, engine::EngineOptions* e,
+                            OptimizerParams* eff) {
+  ZT_ASSIGN_OR_RETURN(const std::vector<double> betas, Betas(p, eff));
   const double eps = p.has_eps() ? p.eps() : 1e-8;
   if (!(eps >= 0)) return Invalid("optimizer.params.eps", eps, "must be >= 0");
   e->optimizer = engine::OptimizerKind::kAdam;
@@ -68,8 +82,6 @@ absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, engine::E
   e->adam.bias_correction = !p.has_bias_correction() || p.bias_correction();
   e->adam.amsgrad = p.amsgrad();
   eff->set_lr(p.lr());
-  eff->add_betas(betas[0]);
-  eff->add_betas(betas[1]);
   eff->set_eps(eps);
   eff->set_weight_decay(p.weight_decay());
   eff->set_bias_correction(e->adam.bias_correction);
@@ -101,6 +113,91 @@ absl::Status SgdFromConfig(const OptimizerParams& p, engine::EngineOptions* e,
   return absl::OkStatus();
 }
 
+// torch.optim.Adagrad, or with offload_optimizer DeepSpeedCPUAdagrad, which has no lr_decay or
+// initial_accumulator_value (its TypeError is this refusal) and takes an amsgrad it ignores. Both
+// default lr to 1e-2 (not the 1e-3 of the proto's declared default).
+absl::Status AdagradFromConfig(const OptimizerParams& p, bool offloaded, engine::EngineOptions* e,
+                               OptimizerParams* eff) {
+  ZT_RETURN_IF_ERROR(
+      offloaded
+          ? CheckParams(p, "Adagrad with offload_optimizer (DeepSpeedCPUAdagrad)",
+                        {"lr", "eps", "weight_decay", "amsgrad"})
+          : CheckParams(p, "Adagrad (torch.optim.Adagrad)",
+                        {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"}));
+  const double lr = p.has_lr() ? p.lr() : 1e-2;
+  const double eps = p.has_eps() ? p.eps() : 1e-10;
+  for (const auto& [name, value] : {std::pair<const char*, double>{"eps", eps},
+                                    {"lr_decay", p.lr_decay()},
+                                    {"initial_accumulator_value", p.initial_accumulator_value()}}) {
+    if (!(value >= 0)) {
+      return Invalid(absl::StrCat("optimizer.params.", name), value, "must be >= 0");
+    }
+  }
+  e->optimizer = engine::OptimizerKind::kAdagrad;
+  e->adagrad.lr = lr;
+  e->adagrad.lr_decay = p.lr_decay();
+  e->adagrad.weight_decay = p.weight_decay();
+  e->adagrad.eps = eps;
+  e->adagrad_initial_accumulator = p.initial_accumulator_value();
+  eff->set_lr(lr);
+  eff->set_eps(eps);
+  eff->set_weight_decay(p.weight_decay());
+  if (!offloaded) {
+    eff->set_lr_decay(p.lr_decay());
+    eff->set_initial_accumulator_value(p.initial_accumulator_value());
+  }
+  return absl::OkStatus();
+}
+
+// DeepSpeed's FusedLamb, which refuses amsgrad. DeepSpeed also asserts
+// zero_allow_untested_optimizer at ZeRO stages 1-3, as FusedLamb is not among its ZeRO-tested
+// optimizers.
+absl::Status LambFromConfig(const TrainerConfigProto& config, engine::EngineOptions* e,
+                            OptimizerParams* eff) {
+  const OptimizerParams& p = config.optimizer().params();
+  ZT_RETURN_IF_ERROR(CheckParams(p, "Lamb (FusedLamb)",
+                                 {"lr", "bias_correction", "betas", "eps", "eps_inside_sqrt",
+                                  "weight_decay", "max_coeff", "min_coeff", "amsgrad"}));
+  if (p.amsgrad()) {
+    return absl::InvalidArgumentError(
+        "optimizer.params.amsgrad = true: FusedLamb does not support the AMSGrad variant");
+  }
+  if (e->stage > 0 && !config.zero_allow_untested_optimizer()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.type = \"", config.optimizer().type(), "\" at ZeRO stage ", e->stage,
+        ": DeepSpeed needs zero_allow_untested_optimizer: true for FusedLamb under ZeRO"));
+  }
+  ZT_ASSIGN_OR_RETURN(const std::vector<double> betas, Betas(p, eff));
+  const double eps = p.has_eps() ? p.eps() : 1e-8;
+  // eps = 0 divides 0 by 0 wherever the gradients have been 0 so far.
+  if (!(eps > 0)) return Invalid("optimizer.params.eps", eps, "must be > 0");
+  const double max_coeff = p.has_max_coeff() ? p.max_coeff() : 10.0;
+  const double min_coeff = p.has_min_coeff() ? p.min_coeff() : 0.01;
+  if (!(min_coeff >= 0 && min_coeff <= max_coeff)) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer.params.min_coeff = ", min_coeff,
+                                                   ", max_coeff = ", max_coeff,
+                                                   ": need 0 <= min_coeff <= max_coeff"));
+  }
+  e->optimizer = engine::OptimizerKind::kLamb;
+  e->lamb.lr = p.lr();
+  e->lamb.beta1 = betas[0];
+  e->lamb.beta2 = betas[1];
+  e->lamb.eps = eps;
+  e->lamb.eps_inside_sqrt = p.eps_inside_sqrt();
+  e->lamb.weight_decay = p.weight_decay();
+  e->lamb.bias_correction = !p.has_bias_correction() || p.bias_correction();
+  e->lamb.max_coeff = max_coeff;
+  e->lamb.min_coeff = min_coeff;
+  eff->set_lr(p.lr());
+  eff->set_eps(eps);
+  eff->set_eps_inside_sqrt(e->lamb.eps_inside_sqrt);
+  eff->set_weight_decay(p.weight_decay());
+  eff->set_bias_correction(e->lamb.bias_correction);
+  eff->set_max_coeff(max_coeff);
+  eff->set_min_coeff(min_coeff);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineOptions* engine,
@@ -109,34 +206,47 @@ absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineO
   const OptimizerParams& p = config.optimizer().params();
   OptimizerParams* eff = effective->mutable_optimizer()->mutable_params();
   eff->Clear();
-  const std::vector<std::string> adam = {"lr",           "betas",           "eps",
-                                         "weight_decay", "bias_correction", "amsgrad",
-                                         "adam_w_mode",  "torch_adam"};
-  const std::vector<std::string> sgd = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+  if (p.has_max_grad_norm()) {
+    return absl::InvalidArgumentError(
+        "optimizer.params.max_grad_norm: DeepSpeed refuses it as an optimizer parameter; use "
+        "gradient_clipping");
+  }
   if (type == "adam" || type == "adamw") {
     const std::string name = type == "adam" ? "Adam" : "AdamW";
-    if (auto s = CheckParamNames(p, name, adam); !s.ok()) return s;
-    if (auto s = CommonChecks(p); !s.ok()) return s;
+    ZT_RETURN_IF_ERROR(CheckParams(p, name,
+                                   {"lr", "betas", "eps", "weight_decay", "bias_correction",
+                                    "amsgrad", "adam_w_mode", "torch_adam"}));
     effective->mutable_optimizer()->set_type(name);
     return AdamFromConfig(p, type == "adamw", engine, eff);
   }
   if (type == "sgd") {
-    if (auto s = CheckParamNames(p, "SGD", sgd); !s.ok()) return s;
-    if (auto s = CommonChecks(p); !s.ok()) return s;
+    ZT_RETURN_IF_ERROR(
+        CheckParams(p, "SGD", {"lr", "momentum", "dampening", "weight_decay", "nesterov"}));
     effective->mutable_optimizer()->set_type("SGD");
     return SgdFromConfig(p, engine, eff);
   }
-  for (const char* known : {"lamb", "onebitadam", "zerooneadam", "onebitlamb", "adagrad", "lion",
-                            "muadam", "muadamw", "musgd"}) {
+  if (type == "adagrad") {
+    effective->mutable_optimizer()->set_type("Adagrad");
+    // DeepSpeed's zero_use_cpu_optimizer; ZeroToEngine/OffloadToEngine have run.
+    const bool offloaded = engine->offload_optimizer.device != engine::OffloadDevice::kNone;
+    return AdagradFromConfig(p, offloaded, engine, eff);
+  }
+  if (type == "lamb") {
+    effective->mutable_optimizer()->set_type("Lamb");
+    return LambFromConfig(config, engine, eff);
+  }
+  for (const char* known :
+       {"onebitadam", "zerooneadam", "onebitlamb", "lion", "muadam", "muadamw", "musgd"}) {
     if (type == known) {
-      return absl::UnimplementedError(absl::StrCat(
-          "optimizer.type = \"", config.optimizer().type(),
-          "\": DeepSpeed optimizer not supported by the zerotrain engine (Adam, AdamW, SGD are)"));
+      return absl::UnimplementedError(
+          absl::StrCat("optimizer.type = \"", config.optimizer().type(),
+                       "\": DeepSpeed optimizer not supported by the zerotrain engine (Adam, "
+                       "AdamW, SGD, Adagrad, Lamb are)"));
     }
   }
   return absl::InvalidArgumentError(
       absl::StrCat("optimizer.type = \"", config.optimizer().type(),
-                   "\": unknown optimizer (known: Adam, AdamW, SGD)"));
+                   "\": unknown optimizer (known: Adam, AdamW, SGD, Adagrad, Lamb)"));
 }
 
 }  // namespace zerotrain::trainer

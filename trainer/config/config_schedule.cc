@@ -1,6 +1,7 @@
 // scheduler {type, params} → LrScheduleOptions and the schedule itself (config_schedule.h).
 #include "trainer/config/config_schedule.h"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -55,6 +56,10 @@ absl::StatusOr<optim::WarmupType> WarmupTypeOf(const SchedulerParams& p) {
                                                  p.warmup_type(), "\": expected log or linear"));
 }
 
+// DeepSpeed's warm-up schedules run max(2, warmup_num_steps) steps and take any count, 0 included
+// (what Hugging Face's "auto" gives without warm-up); the effective config shows the count run.
+int64_t WarmupSteps(const SchedulerParams& p) { return std::max<int64_t>(2, p.warmup_num_steps()); }
+
 // `default_max_lr`: WarmupLR warms up to the optimizer's lr when warmup_max_lr is left out
 // (its default is None in 0.19.8); WarmupDecayLR passes its own default, 0.001.
 absl::StatusOr<optim::WarmupLROptions> Warmup(const SchedulerParams& p, double default_max_lr,
@@ -62,7 +67,7 @@ absl::StatusOr<optim::WarmupLROptions> Warmup(const SchedulerParams& p, double d
   optim::WarmupLROptions o;
   if (p.has_warmup_min_lr()) o.warmup_min_lr = p.warmup_min_lr();
   o.warmup_max_lr = p.has_warmup_max_lr() ? p.warmup_max_lr() : default_max_lr;
-  if (p.has_warmup_num_steps()) o.warmup_num_steps = p.warmup_num_steps();
+  if (p.has_warmup_num_steps()) o.warmup_num_steps = WarmupSteps(p);
   ZT_ASSIGN_OR_RETURN(o.warmup_type, WarmupTypeOf(p));
   e->set_warmup_min_lr(o.warmup_min_lr);
   e->set_warmup_max_lr(o.warmup_max_lr);
@@ -77,7 +82,7 @@ absl::StatusOr<optim::WarmupCosineLROptions> Cosine(const SchedulerParams& p, do
   o.lr = lr;
   o.total_num_steps = p.has_total_num_steps() ? p.total_num_steps() : steps;
   if (p.has_warmup_min_ratio()) o.warmup_min_ratio = p.warmup_min_ratio();
-  if (p.has_warmup_num_steps()) o.warmup_num_steps = p.warmup_num_steps();
+  if (p.has_warmup_num_steps()) o.warmup_num_steps = WarmupSteps(p);
   if (p.has_cos_min_ratio()) o.cos_min_ratio = p.cos_min_ratio();
   ZT_ASSIGN_OR_RETURN(o.warmup_type, WarmupTypeOf(p));
   e->set_total_num_steps(o.total_num_steps);

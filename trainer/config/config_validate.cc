@@ -272,21 +272,20 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   out.effective.set_gradient_accumulation_steps(out.batch.gradient_accumulation_steps);
 
   ZT_RETURN_IF_ERROR(RunFromConfig(config, &out.run));
-  ZT_ASSIGN_OR_RETURN(
-      out.scheduler,
-      ScheduleFromConfig(config.scheduler(),
-                         out.engine.optimizer == engine::OptimizerKind::kSgd ? out.engine.sgd.lr
-                                                                             : out.engine.adam.lr,
-                         out.run.steps, out.effective.mutable_scheduler()));
+  ZT_ASSIGN_OR_RETURN(out.scheduler,
+                      ScheduleFromConfig(config.scheduler(), engine::BuiltInLr(out.engine),
+                                         out.run.steps, out.effective.mutable_scheduler()));
   if (!config.has_scheduler()) out.effective.clear_scheduler();
+  const bool has_betas = out.engine.optimizer == engine::OptimizerKind::kAdam ||
+                         out.engine.optimizer == engine::OptimizerKind::kLamb;
   if (auto* cycle = std::get_if<optim::OneCycleOptions>(&out.scheduler.options);
-      cycle != nullptr && cycle->cycle_momentum &&
-      out.engine.optimizer == engine::OptimizerKind::kSgd) {
+      cycle != nullptr && cycle->cycle_momentum && !has_betas) {
     // DeepSpeed does the same for an optimizer without betas, with a warning.
     cycle->cycle_momentum = false;
     out.effective.mutable_scheduler()->mutable_params()->set_cycle_momentum(false);
-    warnings->push_back(
-        "scheduler.params.cycle_momentum: SGD has no betas to cycle; OneCycle cycles only the lr");
+    warnings->push_back(absl::StrCat(
+        "scheduler.params.cycle_momentum: ", engine::OptimizerKindName(out.engine.optimizer),
+        " has no betas to cycle; OneCycle cycles only the lr"));
   }
   ZT_RETURN_IF_ERROR(ModelFromConfig(config, &out, warnings));
   ZT_RETURN_IF_ERROR(DataFromConfig(config, &out.data, &out.effective));

@@ -113,7 +113,7 @@ TEST(ConfigValidate, OptimizerOffloadMapsOntoEngineOptionsAtStages1To3) {
     TrainerConfig nvme = Valid(zero + R"(device: "nvme" nvme_path: "/local_nvme" buffer_count: 2
                                          fast_init: true } }
                                          aio { block_size: 262144 queue_depth: 4
-                                               thread_count: 2 })",
+                                               intra_op_parallelism: 2 })",
                                &warnings);
     const engine::OptimizerOffloadOptions& o = nvme.engine.offload_optimizer;
     EXPECT_EQ(o.device, engine::OffloadDevice::kNvme);
@@ -164,9 +164,9 @@ TEST(ConfigValidate, OptimizerOffloadErrorsNameTheField) {
                 "offload is not implemented"));
   EXPECT_THAT(Error("aio { block_size: 1000 }"),
               HasSubstr("aio.block_size = 1000: must be a multiple of 4096"));
-  EXPECT_THAT(Error("aio { queue_depth: 64 thread_count: 32 }"),
-              HasSubstr("aio.queue_depth x aio.thread_count = 64 x 32"));
-  EXPECT_THAT(Error("aio { thread_count: 4294967297 }"), HasSubstr("aio.queue_depth x "));
+  EXPECT_THAT(Error("aio { queue_depth: 64 intra_op_parallelism: 32 }"),
+              HasSubstr("aio.queue_depth x aio.intra_op_parallelism = 64 x 32"));
+  EXPECT_THAT(Error("aio { intra_op_parallelism: 4294967297 }"), HasSubstr("aio.queue_depth x "));
 }
 
 TEST(ConfigValidate, OffloadPipeliningIsAcceptedWithAWarning) {
@@ -211,6 +211,78 @@ TEST(ConfigValidate, OptimizerTypesFollowDeepSpeed) {
   EXPECT_EQ(sgd.engine.sgd.weight_decay, 0.01);
   EXPECT_EQ(sgd.effective.optimizer().type(), "SGD");
   EXPECT_FALSE(sgd.effective.optimizer().params().has_eps());  // only SGD's parameters
+}
+
+// Adagrad is torch.optim.Adagrad, or DeepSpeedCPUAdagrad (fewer parameters) with offload; Lamb is
+// FusedLamb, which DeepSpeed runs under ZeRO only with zero_allow_untested_optimizer.
+TEST(ConfigValidate, AdagradAndLambFollowDeepSpeed) {
+  TrainerConfig adagrad = Valid(R"(optimizer { type: "adagrad" params { lr_decay: 0.1
+                                    initial_accumulator_value: 0.5 weight_decay: 0.01 } })");
+  EXPECT_EQ(adagrad.engine.optimizer, engine::OptimizerKind::kAdagrad);
+  EXPECT_EQ(adagrad.engine.adagrad.lr, 1e-2);  // torch's default, not the proto's 1e-3
+  EXPECT_EQ(adagrad.engine.adagrad.eps, 1e-10);
+  EXPECT_EQ(adagrad.engine.adagrad.lr_decay, 0.1);
+  EXPECT_EQ(adagrad.engine.adagrad.weight_decay, 0.01);
+  EXPECT_EQ(adagrad.engine.adagrad_initial_accumulator, 0.5);
+  EXPECT_EQ(adagrad.effective.optimizer().type(), "Adagrad");
+  EXPECT_EQ(adagrad.effective.optimizer().params().lr(), 1e-2);
+  EXPECT_EQ(adagrad.effective.optimizer().params().betas_size(), 0);
+  const std::string offload = R"(zero_optimization { stage: 2 offload_optimizer { device: "cpu" } }
+      optimizer { type: "Adagrad" params { )";
+  TrainerConfig cpu = Valid(offload + "lr: 0.05 amsgrad: true } }");
+  EXPECT_EQ(cpu.engine.adagrad.lr, 0.05);
+  EXPECT_FALSE(cpu.effective.optimizer().params().has_lr_decay());
+  EXPECT_THAT(Error(offload + "lr_decay: 0.1 } }"),
+              HasSubstr("optimizer.params.lr_decay: not a parameter of Adagrad with "
+                        "offload_optimizer (DeepSpeedCPUAdagrad)"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Adagrad" params { initial_accumulator_value: -1 } })"),
+              HasSubstr("optimizer.params.initial_accumulator_value = -1: must be >= 0"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Adagrad" params { betas: [0.9, 0.99] } })"),
+              HasSubstr("optimizer.params.betas: not a parameter of Adagrad"));
+  // The schedules read Adagrad's lr (WarmupLR warms up to it), and OneCycle, with no betas to
+  // cycle, cycles only the lr (DeepSpeed: the optimizer's defaults have no "betas").
+  TrainerConfig warm = Valid(R"(optimizer { type: "Adagrad" params { lr: 0.04 } }
+      scheduler { type: "WarmupLR" params { warmup_num_steps: 5 } })");
+  EXPECT_EQ(std::get<optim::WarmupLROptions>(warm.scheduler.options).warmup_max_lr, 0.04);
+  std::vector<std::string> warnings;
+  TrainerConfig cycled = Valid(R"(optimizer { type: "Adagrad" }
+      scheduler { type: "OneCycle" params { cycle_min_lr: 0.01 cycle_max_lr: 0.1 } })",
+                               &warnings);
+  EXPECT_FALSE(std::get<optim::OneCycleOptions>(cycled.scheduler.options).cycle_momentum);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("Adagrad has no betas to cycle"));
+
+  TrainerConfig lamb = Valid(R"(zero_allow_untested_optimizer: true
+      zero_optimization { stage: 3 }
+      optimizer { type: "LAMB" params { lr: 0.002 betas: [0.8, 0.9] eps: 1e-6
+          eps_inside_sqrt: true weight_decay: 0.01 bias_correction: false max_coeff: 5
+          min_coeff: 0.1 } })");
+  const optim::LambOptions& l = lamb.engine.lamb;
+  EXPECT_EQ(lamb.engine.optimizer, engine::OptimizerKind::kLamb);
+  EXPECT_EQ(l.lr, 0.002);
+  EXPECT_EQ(l.beta1, 0.8);
+  EXPECT_EQ(l.beta2, 0.9);
+  EXPECT_EQ(l.eps, 1e-6);
+  EXPECT_TRUE(l.eps_inside_sqrt);
+  EXPECT_FALSE(l.bias_correction);
+  EXPECT_EQ(l.max_coeff, 5);
+  EXPECT_EQ(l.min_coeff, 0.1);
+  EXPECT_EQ(lamb.effective.optimizer().type(), "Lamb");
+  const optim::LambOptions defaults = Valid(R"(optimizer { type: "Lamb" })").engine.lamb;
+  EXPECT_EQ(defaults.lr, 1e-3);
+  EXPECT_EQ(defaults.max_coeff, 10.0);
+  EXPECT_EQ(defaults.min_coeff, 0.01);
+  EXPECT_TRUE(defaults.bias_correction);
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 1 } optimizer { type: "Lamb" })"),
+              HasSubstr("zero_allow_untested_optimizer: true"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Lamb" params { amsgrad: true } })"),
+              HasSubstr("optimizer.params.amsgrad = true: FusedLamb does not support"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Lamb" params { min_coeff: 20 } })"),
+              HasSubstr("optimizer.params.min_coeff = 20, max_coeff = 10"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Lamb" params { momentum: 0.9 } })"),
+              HasSubstr("optimizer.params.momentum: not a parameter of Lamb (FusedLamb)"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Lamb" params { max_grad_norm: 1 } })"),
+              HasSubstr("optimizer.params.max_grad_norm: DeepSpeed refuses it"));
 }
 
 TEST(ConfigValidate, ActivationCheckpointing) {
@@ -330,7 +402,7 @@ TEST(ConfigValidate, BatchTripleThatDoesNotMultiplyOutForTheWorld) {
 TEST(ConfigValidate, ParameterOffloadMapsOntoEngineOptionsAtStage3) {
   TrainerConfig c = Valid(R"(zero_optimization { stage: 3 offload_param {
       device: "nvme" nvme_path: "/nvme" max_in_cpu: 1000 pin_memory: true } }
-      aio { block_size: 8192 queue_depth: 4 thread_count: 2 })");
+      aio { block_size: 8192 queue_depth: 4 intra_op_parallelism: 2 })");
   EXPECT_EQ(c.engine.offload_param.device, engine::OffloadDevice::kNvme);
   EXPECT_EQ(c.engine.offload_param.nvme_path, "/nvme");
   EXPECT_EQ(c.engine.offload_param.max_in_cpu, 1000);
@@ -361,8 +433,8 @@ TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
                         "cpu or nvme"));
   EXPECT_THAT(Error(R"(zero_optimization { offload_param { device: "gpu" } })"),
               HasSubstr("expected none, cpu or nvme"));
-  EXPECT_THAT(Error(R"(optimizer { type: "Lamb" })", StatusCode::kUnimplemented),
-              HasSubstr("optimizer.type = \"Lamb\""));
+  EXPECT_THAT(Error(R"(optimizer { type: "OneBitLamb" })", StatusCode::kUnimplemented),
+              HasSubstr("optimizer.type = \"OneBitLamb\""));
   EXPECT_THAT(Error("checkpoint { load_universal: true }", StatusCode::kUnimplemented),
               HasSubstr("checkpoint.load_universal = true"));
   EXPECT_THAT(Error("run { save_interval: -1 }"), HasSubstr("run.save_interval = -1"));

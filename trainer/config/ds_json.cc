@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "tools/status_macros.h"
 #include "trainer/config/ds_json_compat.h"
-#include "trainer/config/ds_zero_keys.h"
+#include "trainer/config/ds_keys.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -196,14 +196,13 @@ absl::StatusOr<DsJson> ParseDsJson(const std::string& json, const std::string& f
   }
   DsJson result;
   ZT_RETURN_IF_ERROR(RewriteDeprecatedKeys(file, root.mutable_struct_value(), &result.warnings));
-  ZT_RETURN_IF_ERROR(RejectUnimplementedSections(file, root.mutable_struct_value()));
-  ZT_RETURN_IF_ERROR(ResolveZeroKeys(file, root.mutable_struct_value()));
-
   WalkState state{std::string(file), {}, {}};
+  ZT_RETURN_IF_ERROR(ResolveDeepSpeedKeys(file, root.mutable_struct_value(), &state.unknown));
   Value clean;
   ZT_RETURN_IF_ERROR(Walk(&state, "", TrainerConfigProto::descriptor(), root.struct_value(),
                           clean.mutable_struct_value()));
   if (!state.unknown.empty()) {
+    std::sort(state.unknown.begin(), state.unknown.end());
     result.warnings.push_back(
         absl::StrCat(file, ": ignoring unknown key(s) ", absl::StrJoin(state.unknown, ", ")));
   }

@@ -1,5 +1,5 @@
-// DeepSpeed's deprecated config spellings and unimplemented feature sections (ds_json_compat.h).
-// The rewrites follow deepspeed/runtime/zero/config.py and deepspeed/runtime/config.py (0.16).
+// DeepSpeed's deprecated config spellings (ds_json_compat.h). The rewrites follow
+// deepspeed/runtime/zero/config.py, runtime/config.py and swap_tensor/aio_config.py (0.19.8).
 #include "trainer/config/ds_json_compat.h"
 
 #include "absl/strings/str_cat.h"
@@ -103,15 +103,27 @@ absl::Status RewriteZero(const std::string& file, Struct* root,
   return absl::OkStatus();
 }
 
-bool AsksForFeature(const Value& v) {
-  if (v.has_bool_value()) return v.bool_value();
-  if (v.has_null_value()) return false;
-  if (!v.has_struct_value()) return true;  // a string or number value selects something
-  auto enabled = v.struct_value().fields().find("enabled");
-  if (enabled != v.struct_value().fields().end()) {
-    return !(enabled->second.has_bool_value() && !enabled->second.bool_value());
+// aio.thread_count: DeepSpeed's name before intra_op_parallelism. 0.19.8 no longer reads it (its
+// swap I/O then runs one lane); zerotrain reads it as the new name, which only sets how many
+// lanes of transfers the swap I/O runs, never what is computed.
+absl::Status RewriteAio(const std::string& file, Struct* root, std::vector<std::string>* warnings) {
+  auto it = root->fields().find("aio");
+  if (it == root->fields().end() || !it->second.has_struct_value()) return absl::OkStatus();
+  Struct* aio = (*root->mutable_fields())["aio"].mutable_struct_value();
+  auto old = aio->fields().find("thread_count");
+  if (old == aio->fields().end()) return absl::OkStatus();
+  if (aio->fields().count("intra_op_parallelism")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": aio.thread_count and aio.intra_op_parallelism are one setting (",
+                     "thread_count is its old name); keep intra_op_parallelism"));
   }
-  return v.struct_value().fields_size() > 0;
+  const Value count = old->second;
+  aio->mutable_fields()->erase("thread_count");
+  (*aio->mutable_fields())["intra_op_parallelism"] = count;
+  warnings->push_back(absl::StrCat(file,
+                                   ": aio.thread_count is DeepSpeed's old name (0.19.8 ignores "
+                                   "it); read as aio.intra_op_parallelism"));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -128,44 +140,8 @@ absl::Status RewriteDeprecatedKeys(const std::string& file, Struct* root,
     }
     root->mutable_fields()->erase("bfloat16");
   }
+  if (absl::Status s = RewriteAio(file, root, warnings); !s.ok()) return s;
   return RewriteZero(file, root, warnings);
-}
-
-absl::Status RejectUnimplementedSections(const std::string& file, Struct* root) {
-  struct Feature {
-    const char* key;
-    const char* what;
-  };
-  static constexpr Feature kFeatures[] = {
-      {"amp", "NVIDIA Apex AMP (use bf16 or fp16)"},
-      {"pipeline", "pipeline parallelism"},
-      {"flops_profiler", "the FLOPS profiler"},
-      {"autotuning", "autotuning"},
-      {"elasticity", "elastic training"},
-      {"sparse_attention", "sparse attention"},
-      {"sparse_gradients", "sparse gradients"},
-      {"compression_training", "compression training"},
-      {"data_efficiency", "data efficiency"},
-      {"curriculum_learning", "curriculum learning"},
-      {"progressive_layer_drop", "progressive layer drop"},
-      {"quantize_training", "quantization-aware training"},
-      {"eigenvalue", "eigenvalue computation"},
-      {"hybrid_engine", "the hybrid engine"},
-      {"nebula", "Nebula checkpointing"},
-      {"wandb", "the Weights & Biases monitor"},
-      {"comet", "the Comet monitor"},
-      {"communication_data_type", "a separate communication dtype"},
-  };
-  for (const Feature& f : kFeatures) {
-    auto it = root->fields().find(f.key);
-    if (it == root->fields().end()) continue;
-    if (AsksForFeature(it->second)) {
-      return absl::UnimplementedError(
-          absl::StrCat(file, ": ", f.key, ": ", f.what, " is not implemented in zerotrain"));
-    }
-    root->mutable_fields()->erase(f.key);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace zerotrain::trainer

@@ -71,14 +71,76 @@ TEST(DsJson, NullMeansDefault) {
   EXPECT_FALSE(d.config.zero_optimization().offload_optimizer().has_nvme_path());
 }
 
+// Where DeepSpeed reads a plain dict (the top level, aio, checkpoint, activation_checkpointing,
+// flops_profiler, ...) it ignores keys it does not know; zerotrain names them in one warning.
 TEST(DsJson, UnknownKeysAreDroppedWithOneWarningListingThemAll) {
-  DsJson d = Parse(R"({"memory_breakdown": false, "train_batch_size": 8,
-      "zero_optimization": {"stage": 1}, "wall_clock_breakdown": false, "foo": {"bar": 1}})");
+  DsJson d = Parse(R"({"memory_breakdown": true, "train_batch_size": 8,
+      "zero_optimization": {"stage": 1}, "wall_clock_breakdown": false, "foo": {"bar": 1},
+      "aio": {"queue_dept": 4}, "flops_profiler": {"enabled": false, "profile_stp": 2},
+      "checkpoint": {"writer": {"typ": "FAST"}}})");
   EXPECT_EQ(d.config.train_batch_size(), 8);
   EXPECT_EQ(d.config.zero_optimization().stage(), 1);
   ASSERT_EQ(d.warnings.size(), 1u);
   EXPECT_THAT(d.warnings[0], HasSubstr("t.json"));
-  EXPECT_THAT(d.warnings[0], HasSubstr("ignoring unknown key(s) foo, memory_breakdown"));
+  // memory_breakdown is DeepSpeed's (a log switch): accepted, not unknown.
+  EXPECT_THAT(d.warnings[0],
+              HasSubstr("ignoring unknown key(s) aio.queue_dept, checkpoint.writer.typ, "
+                        "flops_profiler.profile_stp, foo"));
+}
+
+// DeepSpeed's pydantic sections (tensorboard, csv_monitor, wandb, comet, comms_logger, fp16,
+// bf16, the offload sections) forbid extra keys, whether the section is on or not.
+TEST(DsJson, UnknownKeysInDeepSpeedModelSectionsAreErrors) {
+  EXPECT_THAT(Error(R"({"tensorboard": {"enabled": true, "job_nam": "x"}})"),
+              HasSubstr("t.json: tensorboard.job_nam: unknown key (DeepSpeed 0.19.8 rejects it "
+                        "too: its tensorboard model forbids extra keys"));
+  EXPECT_THAT(Error(R"({"wandb": {"enabled": false, "projct": "x"}})"),
+              HasSubstr("wandb.projct: unknown key"));
+  EXPECT_THAT(Error(R"({"comms_logger": {"prof_op": ["all_reduce"]}})"),
+              HasSubstr("comms_logger.prof_op: unknown key"));
+  EXPECT_THAT(Error(R"({"bf16": {"enabled": true, "check_overflow": false}})"),
+              HasSubstr("bf16.check_overflow: unknown key"));
+  EXPECT_THAT(Error(R"({"zero_optimization": {"offload_param": {"devce": "cpu"}}})"),
+              HasSubstr("zero_optimization.offload_param.devce: unknown key"));
+  // Their DeepSpeed keys without a proto field: accepted where they cannot matter or at the
+  // default, refused otherwise.
+  DsJson d = Parse(R"({"wandb": {"enabled": false, "project": "p", "team": null},
+      "comet": {"samples_log_interval": 5}, "bf16": {"enabled": true,
+      "immediate_grad_update": false}, "zero_optimization": {"stage": 2,
+      "offload_optimizer": {"device": "cpu", "cpuadam_cores_perc": 0.5}}})");
+  EXPECT_TRUE(d.warnings.empty());
+  EXPECT_THAT(Error(R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true}})"),
+              HasSubstr("bf16.bf16_master_weights_and_grads = true: not supported by zerotrain"));
+  EXPECT_THAT(Error(R"({"aio": {"use_gds": true}})"),
+              HasSubstr("aio.use_gds = true: not supported by zerotrain (GPUDirect Storage)"));
+}
+
+// DeepSpeed top-level keys zerotrain has no field for.
+TEST(DsJson, DeepSpeedOnlyTopLevelKeys) {
+  DsJson d = Parse(R"({"dump_state": true, "log_level": "info", "vocabulary_size": 50257,
+      "timers": {"throughput": {"enabled": false}}, "gradient_allreduce_op": "MEAN",
+      "communication_data_type": null, "data_types": {"grad_accum_dtype": null},
+      "checkpoint": {"checkpoint_serialization": false, "writer": {"type": "FAST"}},
+      "compile": {"deepcompile": false}, "torch_autocast": {"enabled": false}})");
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings.front();
+  EXPECT_THAT(Error(R"({"gradient_allreduce_op": "sum"})"),
+              HasSubstr("gradient_allreduce_op = \"sum\": not supported by zerotrain"));
+  EXPECT_THAT(Error(R"({"data_types": {"grad_accum_dtype": "fp32"}})"),
+              HasSubstr("data_types.grad_accum_dtype = \"fp32\": not supported"));
+  EXPECT_THAT(Error(R"({"compile": {"deepcompile": true}})"),
+              HasSubstr("compile: DeepCompile is not implemented in zerotrain"));
+  EXPECT_THAT(Error(R"({"checkpoint": {"writer": true}})"),
+              HasSubstr("checkpoint.writer: expected an object"));
+}
+
+// aio.thread_count is intra_op_parallelism's old name.
+TEST(DsJson, AioThreadCountIsIntraOpParallelism) {
+  DsJson d = Parse(R"({"aio": {"thread_count": 2}})");
+  EXPECT_EQ(d.config.aio().intra_op_parallelism(), 2);
+  ASSERT_EQ(d.warnings.size(), 1u);
+  EXPECT_THAT(d.warnings[0], HasSubstr("aio.thread_count is DeepSpeed's old name"));
+  EXPECT_THAT(Error(R"({"aio": {"thread_count": 2, "intra_op_parallelism": 2}})"),
+              HasSubstr("are one setting"));
 }
 
 // DeepSpeed 0.19.8's zero_optimization model forbids extra keys, and its optimizer and scheduler
@@ -167,16 +229,27 @@ TEST(DsJson, DeprecatedCpuOffloadBecomesOffloadSections) {
 }
 
 TEST(DsJson, UnimplementedFeatureSectionsFailOnlyWhenEnabled) {
-  absl::StatusOr<DsJson> amp =
-      ParseDsJson(R"({"amp": {"enabled": true, "opt_level": "O1"}})", "t.json");
-  ASSERT_FALSE(amp.ok());
-  EXPECT_EQ(amp.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(amp.status().message(), HasSubstr("t.json: amp"));
+  absl::StatusOr<DsJson> flops =
+      ParseDsJson(R"({"flops_profiler": {"enabled": true, "profile_step": 3}})", "t.json");
+  ASSERT_FALSE(flops.ok());
+  EXPECT_EQ(flops.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(flops.status().message(),
+              HasSubstr("t.json: flops_profiler: the FLOPS profiler is not implemented"));
   EXPECT_THAT(Error(R"({"pipeline": {"stages": 2}})"), HasSubstr("pipeline"));
-  EXPECT_THAT(Error(R"({"sparse_gradients": true})"), HasSubstr("sparse_gradients"));
-  DsJson off = Parse(R"({"amp": {"enabled": false}, "flops_profiler": {"enabled": false},
-      "sparse_gradients": false})");
+  EXPECT_THAT(Error(R"({"wandb": {"enabled": true}})"), HasSubstr("wandb"));
+  DsJson off = Parse(R"({"flops_profiler": {"enabled": false, "profile_step": 3},
+      "wandb": {"enabled": false}, "pipeline": {}, "hybrid_engine": {"enabled": false}})");
   EXPECT_TRUE(off.warnings.empty());
+}
+
+// DeepSpeed 0.19.8 refuses the sections of features it removed, whatever they say.
+TEST(DsJson, SectionsDeepSpeedRemovedAreRefused) {
+  EXPECT_THAT(Error(R"({"amp": {"enabled": false}})"),
+              HasSubstr("t.json: amp: NVIDIA Apex AMP (use bf16 or fp16) was removed from "
+                        "DeepSpeed, and 0.19.8 refuses the key too"));
+  EXPECT_THAT(Error(R"({"sparse_gradients": false})"), HasSubstr("sparse_gradients"));
+  EXPECT_THAT(Error(R"({"zero_optimization": {"mics_shard_size": -1}})"),
+              HasSubstr("zero_optimization.mics_shard_size: MiCS was removed"));
 }
 
 TEST(DsJson, MalformedJsonNamesTheFile) {
