@@ -140,6 +140,9 @@ def worker(directory, steps):
     if rank == 0:
         with open(os.path.join(directory, "losses.json"), "w") as f:
             json.dump(out, f)
+    # Gloo's threads stopped before the interpreter exits (an exit with them running can abort).
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 def free_port():
