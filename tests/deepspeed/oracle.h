@@ -27,6 +27,12 @@ absl::StatusOr<std::string> RunOracle(const std::string& script,
                                       const std::vector<std::string>& args,
                                       const OracleOptions& options = {});
 
+// Runs argv[0] (a path) with the rest of argv, the test's environment plus options.env, in a
+// process group of its own that is killed at the deadline; returns its stdout. An error names
+// the program, how it ended (exit code, signal or deadline) and the end of its stderr.
+absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv,
+                                       const OracleOptions& options = {});
+
 // A fresh directory under the test's temporary directory.
 std::string OracleTempDir(const std::string& name);
 
