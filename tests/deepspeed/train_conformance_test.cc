@@ -38,8 +38,11 @@ struct Case {
   // Optimizer states (and at stage 3 parameters) offloaded to host memory. DeepSpeed then steps
   // torch's AdamW on its host shard (torch_adam), zerotrain its fused CPU Adam.
   bool offload = false;
+  // The optimizer section; DeepSpeed builds torch.optim.Adagrad for "Adagrad".
+  bool adagrad = false;
   std::string name() const {
-    return absl::StrCat("stage", stage, bf16 ? "_bf16" : "_fp32", offload ? "_offload" : "");
+    return absl::StrCat("stage", stage, bf16 ? "_bf16" : "_fp32", offload ? "_offload" : "",
+                        adagrad ? "_adagrad" : "");
   }
 };
 
@@ -50,15 +53,17 @@ std::string DsConfig(const Case& c) {
   "train_micro_batch_size_per_gpu": 4,
   "gradient_accumulation_steps": 2,
   "gradient_clipping": 0.5,
-  "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "betas": [0.9, 0.95],
-                "weight_decay": 0.1, "torch_adam": true}},
-  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 0.003,
-                "warmup_num_steps": 8}},
+  "optimizer": %s,
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_num_steps": 8}},
   "zero_optimization": {"stage": %d, "reduce_bucket_size": 20000, "allgather_bucket_size": 20000,
                         "stage3_prefetch_bucket_size": 10000,
                         "stage3_param_persistence_threshold": 100%s},
   "bf16": {"enabled": %s}
 })",
+      c.adagrad ? R"({"type": "Adagrad", "params": {"lr": 0.03, "weight_decay": 0.01,
+                 "initial_accumulator_value": 0.1}})"
+                : R"({"type": "AdamW", "params": {"lr": 0.003, "betas": [0.9, 0.95],
+                 "weight_decay": 0.1, "torch_adam": true}})",
       c.stage,
       !c.offload    ? ""
       : c.stage < 3 ? R"(, "offload_optimizer": {"device": "cpu"})"
@@ -127,6 +132,7 @@ std::vector<Case> Cases() {
   }
   cases.push_back({2, false, true});
   cases.push_back({3, true, true});
+  cases.push_back({.stage = 2, .bf16 = false, .adagrad = true});
   return cases;
 }
 
@@ -219,7 +225,7 @@ TEST_P(TrainConformance, LossesMatchDeepSpeedStepByStep) {
     // through another optimizer (its unfused FP16_Optimizer in bf16 mode), which drifts up to
     // ~1% from its own ZeRO stages; zerotrain's stage 0 follows the ZeRO stages (same initial
     // weights at stages 0-2), so it is held to stage 1's losses instead.
-    const Case zero{std::max(c.stage, 1), true, c.offload};
+    const Case zero{std::max(c.stage, 1), true, c.offload, c.adagrad};
     const double tight = ExpectClose(got, Numbers(fields.at(zero.name())), 1e-3,
                                      c.name() + " against DeepSpeed's " + zero.name());
     std::printf("%s: largest relative difference from DeepSpeed's %s %.2e\n", c.name().c_str(),
