@@ -23,6 +23,16 @@ Each subcommand reads inputs the C++ test wrote and prints one JSON object on st
                      it passes to get()). Each section: whether DeepSpeed rejects keys it does not
                      know ("strict"), its fields (alias, default as JSON, has_default), and the
                      keys DeepSpeed refuses as removed features.
+  optimizer          for each optimizer path zerotrain accepts (OPTIMIZER_PATHS: a ds_config's
+                     optimizer and zero sections): the class deepspeed.initialize() constructs
+                     (DeepSpeed's own classes are stopped at their constructor, so CUDA-only ones
+                     need not build), its keywords and defaults (inspect.signature), the keywords
+                     the engine passes itself, the params keys a user may write (the constructor's
+                     keywords the engine does not pass, and the keys the engine reads from params
+                     itself), the defaults DeepSpeed really runs with (a torch optimizer's
+                     param_groups[0] after initialize(); else the signature's defaults with the
+                     engine's keywords), DeepSpeed's verdict on a misspelt keyword and on
+                     max_grad_norm; and the keys DeepSpeedConfig reads in the optimizer section.
 """
 import glob
 import json
@@ -271,7 +281,12 @@ class _Recorder(dict):
 # The sections DeepSpeed reads as plain dicts (besides the top level), nested ones after their
 # parents; each is given to DeepSpeedConfig empty, so every key it looks up takes its default.
 DICT_SECTIONS = ["activation_checkpointing", "aio", "checkpoint", "checkpoint.writer",
-                 "checkpoint.parallel_write", "flops_profiler", "torch_autocast", "data_types"]
+                 "checkpoint.parallel_write", "flops_profiler", "torch_autocast", "data_types",
+                 "optimizer"]
+
+# What a dict section holds while DeepSpeedConfig reads it: an optimizer type, without which it
+# does not look for params.
+DICT_SECTION_SEEDS = {"optimizer": {"type": "Adam"}}
 
 # The sections DeepSpeed holds as pydantic models: where the resolved DeepSpeedConfig keeps each.
 MODEL_SECTIONS = {
@@ -315,7 +330,7 @@ def section_fields():
         parent = root
         for p in parents:
             parent = dict.__getitem__(parent, p)
-        dict.__setitem__(parent, name, _Recorder(log, path))
+        dict.__setitem__(parent, name, _Recorder(log, path, DICT_SECTION_SEEDS.get(path, {})))
     config = ds_config.DeepSpeedConfig(root)
     removed = {"": ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS,
                "zero_optimization": ds_config._REMOVED_ZERO_CONFIG_KEYS}
@@ -353,6 +368,178 @@ def resolved_defaults(directory):
     return out
 
 
+# The optimizer paths zerotrain accepts: a ds_config's optimizer (and zero) sections, each leading
+# DeepSpeed's _configure_basic_optimizer to one class (the C++ test loads the same sections).
+_OFFLOAD = {"stage": 2, "offload_optimizer": {"device": "cpu"}}
+OPTIMIZER_PATHS = {
+    "adam": {"optimizer": {"type": "Adam"}},
+    "adam_l2": {"optimizer": {"type": "Adam", "params": {"adam_w_mode": False}}},
+    "adamw": {"optimizer": {"type": "AdamW"}},
+    "adam_torch": {"optimizer": {"type": "Adam", "params": {"torch_adam": True}}},
+    "adam_l2_torch": {"optimizer": {"type": "Adam",
+                                    "params": {"torch_adam": True, "adam_w_mode": False}}},
+    "adamw_torch": {"optimizer": {"type": "AdamW", "params": {"torch_adam": True}}},
+    "adam_offload": {"optimizer": {"type": "Adam"}, "zero_optimization": _OFFLOAD},
+    "sgd": {"optimizer": {"type": "SGD"}},
+    "adagrad": {"optimizer": {"type": "Adagrad"}},
+    "adagrad_offload": {"optimizer": {"type": "Adagrad"}, "zero_optimization": _OFFLOAD},
+    "lamb": {"optimizer": {"type": "Lamb"}},
+}
+
+
+class _Stop(Exception):
+    """Raised by a stand-in constructor once it has seen what DeepSpeed passes."""
+
+
+class _Flag:
+    """A user's params value that is seen through: truthy as `value`, recognisable by identity."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __bool__(self):
+        return bool(self.value)
+
+
+def _verdict(e):
+    return "error: " + type(e).__name__ + ": " + (str(e).strip().splitlines() or [""])[0]
+
+
+def _plain(value):
+    if isinstance(value, _Flag):
+        value = value.value
+    if isinstance(value, tuple):
+        value = list(value)
+    return _json_default(value)
+
+
+def optimizer_params():
+    deepspeed = init_single_process()
+    import inspect
+    import torch
+    import deepspeed.ops.adagrad as ds_adagrad
+    import deepspeed.ops.adam as ds_adam
+    import deepspeed.ops.lamb as ds_lamb
+    from deepspeed.runtime.engine import DeepSpeedEngine
+    # Where _configure_basic_optimizer finds each class at call time.
+    homes = [(torch.optim, "Adam"), (torch.optim, "AdamW"), (torch.optim, "SGD"),
+             (torch.optim, "Adagrad"), (ds_adam, "FusedAdam"), (ds_adam, "DeepSpeedCPUAdam"),
+             (ds_adagrad, "DeepSpeedCPUAdagrad"), (ds_lamb, "FusedLamb")]
+    real = {(m, n): getattr(m, n) for m, n in homes}
+
+    def signature(cls):
+        return {name: _json_default(p.default) for name, p in
+                list(inspect.signature(cls.__init__).parameters.items())[2:]}  # self, params
+
+    # Every keyword any of them takes, and the keys the engine reads itself; max_grad_norm is
+    # refused before any constructor runs.
+    universe = sorted((set().union(*(signature(c) for c in real.values())) |
+                       {"torch_adam", "adam_w_mode", "fp32_optimizer_states"}) - {"max_grad_norm"})
+    seen = {}
+
+    def stand_in(module, name, construct):
+        cls = real[(module, name)]
+
+        def make(params, *args, **kwargs):
+            seen["class"] = f"{module.__name__}.{name}"
+            seen["kwargs"] = kwargs
+            seen["signature"] = signature(cls)
+            if construct and module is torch.optim:
+                optimizer = cls(params, *args, **kwargs)
+                seen["group"] = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+                return optimizer
+            if construct:  # Python's TypeError, without building the op
+                inspect.signature(cls).bind(params, *args, **kwargs)
+            raise _Stop()
+
+        return make
+
+    def run(config, construct, params=None):
+        """deepspeed.initialize() on `config`; `params` replaces what the engine reads as
+        optimizer.params. The verdict: "ok", or the error (a stand-in's stop is "ok")."""
+        seen.clear()
+        for module, name in homes:
+            setattr(module, name, stand_in(module, name, construct))
+        original = DeepSpeedEngine.optimizer_params
+        if params is not None:
+            DeepSpeedEngine.optimizer_params = lambda self: dict(params)
+        try:
+            model = torch.nn.Linear(2, 1)
+            deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                 config=json.loads(json.dumps(config)))
+            return "ok"
+        except _Stop:
+            return "ok"
+        except Exception as e:  # TypeError, ValueError, ...
+            return _verdict(e)
+        finally:
+            DeepSpeedEngine.optimizer_params = original
+            for (module, name), cls in real.items():
+                setattr(module, name, cls)
+
+    out = {}
+    for path, sections in OPTIMIZER_PATHS.items():
+        config = dict(sections, train_micro_batch_size_per_gpu=1)
+        given = config["optimizer"].get("params", {})
+        # Every keyword at once, each a distinct object: one that reaches the constructor as it
+        # was given is passed through; one that does not, the engine read itself. The two keys
+        # that choose the path keep their truth value.
+        probe = {key: _Flag(given.get(key, key == "adam_w_mode")) if key in
+                 ("torch_adam", "adam_w_mode") else _Flag(key) for key in universe}
+        verdict = run(config, False, probe)
+        # A keyword the engine passes itself cannot be given too (Python's TypeError).
+        while "multiple values for keyword argument" in verdict:
+            del probe[verdict.split("'")[-2]]
+            verdict = run(config, False, probe)
+        if verdict != "ok" or "class" not in seen:
+            raise RuntimeError(f"{path}: the probe did not reach a constructor: {verdict}")
+        kwargs, sig = seen["kwargs"], seen["signature"]
+        passed = {k for k, v in kwargs.items() if v is probe.get(k)}
+        read = {k for k in probe if k not in passed}
+        engine_kwargs = {k: _plain(v) for k, v in kwargs.items()
+                         if not any(v is f for f in probe.values())}
+        info = {"config": config, "class": seen["class"], "signature": sig,
+                "engine_kwargs": engine_kwargs, "read": sorted(read),
+                "accepted": sorted((passed & set(sig)) | read)}
+        verdict = run(config, True)
+        if verdict != "ok":
+            raise RuntimeError(f"{path}: {verdict}")
+        if "group" in seen:
+            info["defaults"] = {k: _plain(v) for k, v in seen["group"].items()}
+            info["constructed"] = True
+        else:
+            info["defaults"] = dict(sig, **{k: _plain(v) for k, v in seen["kwargs"].items()})
+            info["constructed"] = False
+        for case, extra in (("typo", {"weight_decy": 0.0}), ("max_grad_norm", {"max_grad_norm": 1.0})):
+            wrong = json.loads(json.dumps(config))
+            wrong["optimizer"].setdefault("params", {}).update(extra)
+            info[case] = {"params": extra, "verdict": run(wrong, True)}
+        out[path] = info
+
+    # The defaults of the keys the engine pops from params before constructing: the literal or
+    # constant after the key in each optimizer_parameters.pop(key, default) it runs.
+    import ast
+    import textwrap
+    import deepspeed.runtime.engine as engine_module
+    pops = {}
+    for method in (DeepSpeedEngine._configure_basic_optimizer,
+                   DeepSpeedEngine.get_optimizer_configuration):
+        for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(method)))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+                    node.func.attr == "pop" and len(node.args) == 2):
+                key, default = (eval(compile(ast.Expression(a), "engine.py", "eval"),
+                                     vars(engine_module)) for a in node.args)
+                pops.setdefault(key, default)
+
+    # The optimizer section's own keys, as DeepSpeedConfig looks them up.
+    from deepspeed.runtime.config import DeepSpeedConfig
+    log = {}
+    section = _Recorder(log, "optimizer", {"type": "Adam", "params": {}})
+    resolved = DeepSpeedConfig({"train_micro_batch_size_per_gpu": 1, "optimizer": section})
+    return {"paths": out, "pops": pops, "section": {"keys": sorted(log.get("optimizer", {})),
+                                      "legacy_fusion": resolved.optimizer_legacy_fusion}}
+
+
 def main(argv):
     # Only the JSON goes to stdout: DeepSpeed and the op builds it runs print there too.
     result_out = os.fdopen(os.dup(1), "w")
@@ -360,7 +547,7 @@ def main(argv):
     sys.stdout = sys.stderr
     if len(argv) < 2:
         sys.exit("usage: ds_oracle.py lr <dir> <steps> | scaler <dir> | zero_fields | accepts <dir> "
-                 "| defaults <dir> | fields")
+                 "| defaults <dir> | fields | optimizer")
     if argv[1] == "lr":
         result = lr_sequences(argv[2], int(argv[3]))
     elif argv[1] == "scaler":
@@ -373,6 +560,8 @@ def main(argv):
         result = resolved_defaults(argv[2])
     elif argv[1] == "fields":
         result = section_fields()
+    elif argv[1] == "optimizer":
+        result = optimizer_params()
     else:
         sys.exit(f"ds_oracle.py: unknown subcommand {argv[1]!r}")
     json.dump(result, result_out)

@@ -1,8 +1,12 @@
 // optimizer {type, params} → EngineOptions (config_validate_sections.h), with DeepSpeed 0.19.8's
-// semantics: "Adam" is DeepSpeed's FusedAdam, whose adam_w_mode defaults to true (decoupled weight
-// decay, i.e. AdamW); "AdamW" is always decoupled; "SGD" is torch.optim.SGD; "Adagrad" is
-// torch.optim.Adagrad, or DeepSpeedCPUAdagrad (fewer parameters) with offload_optimizer; "Lamb" is
-// FusedLamb. Types match in any case, as DeepSpeed lower-cases them.
+// semantics: the params a type takes are those of the class DeepSpeed's engine builds for it on
+// the configured path (_configure_basic_optimizer), plus the keys the engine reads itself.
+// "Adam"/"AdamW" are FusedAdam, whose adam_w_mode the engine defaults to true (decoupled weight
+// decay, i.e. AdamW); torch.optim.AdamW (or Adam with adam_w_mode false) with torch_adam; or
+// DeepSpeedCPUAdam with offload_optimizer. "SGD" is torch.optim.SGD; "Adagrad" is
+// torch.optim.Adagrad, or DeepSpeedCPUAdagrad with offload_optimizer; "Lamb" is FusedLamb. Types
+// match in any case, as DeepSpeed lower-cases them. tests/deepspeed/optimizer_keys_conformance_test
+// checks every path's keywords and defaults against DeepSpeed itself.
 #include <algorithm>
 #include <utility>
 
@@ -36,10 +40,15 @@ absl::Status CheckParamNames(const OptimizerParams& p, const std::string& type,
   return absl::OkStatus();
 }
 
-// The names `type` takes, then the values every type checks alike.
+// The names `type` takes, then the values every type checks alike. maximize (torch's) would
+// ascend the gradient; the engine descends.
 absl::Status CheckParams(const OptimizerParams& p, const std::string& type,
                          const std::vector<std::string>& allowed) {
   ZT_RETURN_IF_ERROR(CheckParamNames(p, type, allowed));
+  if (p.maximize()) {
+    return absl::InvalidArgumentError(
+        "optimizer.params.maximize = true: not supported by zerotrain (gradient ascent)");
+  }
   if (!(p.lr() >= 0)) return Invalid("optimizer.params.lr", p.lr(), "must be >= 0");
   if (!(p.weight_decay() >= 0)) {
     return Invalid("optimizer.params.weight_decay", p.weight_decay(), "must be >= 0");
@@ -67,26 +76,75 @@ absl::StatusOr<std::vector<double>> Betas(const OptimizerParams& p, OptimizerPar
   return betas;
 }
 
-absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, engine::EngineOptions* e,
-                            OptimizerParams* eff) {
+// DeepSpeedCPUAdam and DeepSpeedCPUAdagrad keep their states in the parameters' dtype with
+// fp32_optimizer_states false; zerotrain's are fp32. Elsewhere DeepSpeed pops it unused.
+absl::Status CheckFp32States(const OptimizerParams& p) {
+  if (!p.has_fp32_optimizer_states() || p.fp32_optimizer_states()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "optimizer.params.fp32_optimizer_states = false: not supported by zerotrain (the optimizer "
+      "states are always fp32)");
+}
+
+// The class DeepSpeed's get_optimizer_configuration picks for Adam/AdamW, and its keywords: the
+// engine pops adam_w_mode, torch_adam and fp32_optimizer_states (and with torch_adam, foreach)
+// before passing the rest on.
+struct AdamClass {
+  std::string name;
+  std::vector<std::string> params;
+};
+
+AdamClass AdamClassFor(const OptimizerParams& p, bool adamw, bool offloaded) {
+  std::vector<std::string> engine = {"adam_w_mode",  "torch_adam", "fp32_optimizer_states",
+                                     "lr",           "betas",      "eps",
+                                     "weight_decay", "amsgrad"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), engine.begin(), engine.end());
+    return more;
+  };
+  const std::vector<std::string> torch = {"maximize", "foreach", "capturable", "differentiable",
+                                          "fused"};
+  if (p.torch_adam() && adamw) return {"AdamW with torch_adam (torch.optim.AdamW)", with(torch)};
+  if (p.torch_adam()) {
+    std::vector<std::string> adam = torch;
+    adam.push_back("decoupled_weight_decay");
+    return {"Adam with torch_adam and adam_w_mode false (torch.optim.Adam)", with(adam)};
+  }
+  if (offloaded) {
+    return {"Adam with offload_optimizer (DeepSpeedCPUAdam)", with({"bias_correction"})};
+  }
+  return {"Adam (DeepSpeed's FusedAdam)", with({"bias_correction", "set_grad_none"})};
+}
+
+absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, bool offloaded,
+                            engine::EngineOptions* e, OptimizerParams* eff) {
+  // The engine's effective adam_w_mode: AdamW always, Adam unless adam_w_mode is false.
+  const bool adamw = adamw_type || !p.has_adam_w_mode() || p.adam_w_mode();
+  const AdamClass cls = AdamClassFor(p, adamw, offloaded);
+  ZT_RETURN_IF_ERROR(CheckParams(p, cls.name, cls.params));
+  if (offloaded && !p.torch_adam()) ZT_RETURN_IF_ERROR(CheckFp32States(p));
   ZT_ASSIGN_OR_RETURN(const std::vector<double> betas, Betas(p, eff));
   const double eps = p.has_eps() ? p.eps() : 1e-8;
   if (!(eps >= 0)) return Invalid("optimizer.params.eps", eps, "must be >= 0");
+  // torch.optim.AdamW's own default; FusedAdam's, DeepSpeedCPUAdam's and torch.optim.Adam's is 0.
+  const double weight_decay =
+      p.has_weight_decay() || !(p.torch_adam() && adamw) ? p.weight_decay() : 1e-2;
   e->optimizer = engine::OptimizerKind::kAdam;
   e->adam.lr = p.lr();
   e->adam.beta1 = betas[0];
   e->adam.beta2 = betas[1];
   e->adam.eps = eps;
-  e->adam.weight_decay = p.weight_decay();
-  e->adam.adamw = adamw_type || !p.has_adam_w_mode() || p.adam_w_mode();
+  e->adam.weight_decay = weight_decay;
+  e->adam.adamw = adamw || p.decoupled_weight_decay();
+  // torch's Adam(W) always corrects the bias (and takes no bias_correction).
   e->adam.bias_correction = !p.has_bias_correction() || p.bias_correction();
   e->adam.amsgrad = p.amsgrad();
   eff->set_lr(p.lr());
   eff->set_eps(eps);
-  eff->set_weight_decay(p.weight_decay());
+  eff->set_weight_decay(weight_decay);
   eff->set_bias_correction(e->adam.bias_correction);
   eff->set_amsgrad(e->adam.amsgrad);
   eff->set_adam_w_mode(e->adam.adamw);
+  eff->set_torch_adam(p.torch_adam());
   return absl::OkStatus();
 }
 
@@ -119,11 +177,12 @@ absl::Status SgdFromConfig(const OptimizerParams& p, engine::EngineOptions* e,
 absl::Status AdagradFromConfig(const OptimizerParams& p, bool offloaded, engine::EngineOptions* e,
                                OptimizerParams* eff) {
   ZT_RETURN_IF_ERROR(
-      offloaded
-          ? CheckParams(p, "Adagrad with offload_optimizer (DeepSpeedCPUAdagrad)",
-                        {"lr", "eps", "weight_decay", "amsgrad"})
-          : CheckParams(p, "Adagrad (torch.optim.Adagrad)",
-                        {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"}));
+      offloaded ? CheckParams(p, "Adagrad with offload_optimizer (DeepSpeedCPUAdagrad)",
+                              {"lr", "eps", "weight_decay", "amsgrad", "fp32_optimizer_states"})
+                : CheckParams(p, "Adagrad (torch.optim.Adagrad)",
+                              {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps",
+                               "foreach", "maximize", "differentiable", "fused"}));
+  if (offloaded) ZT_RETURN_IF_ERROR(CheckFp32States(p));
   const double lr = p.has_lr() ? p.lr() : 1e-2;
   const double eps = p.has_eps() ? p.eps() : 1e-10;
   for (const auto& [name, value] : {std::pair<const char*, double>{"eps", eps},
@@ -145,6 +204,8 @@ absl::Status AdagradFromConfig(const OptimizerParams& p, bool offloaded, engine:
   if (!offloaded) {
     eff->set_lr_decay(p.lr_decay());
     eff->set_initial_accumulator_value(p.initial_accumulator_value());
+  } else {
+    eff->set_amsgrad(p.amsgrad());
   }
   return absl::OkStatus();
 }
@@ -195,6 +256,7 @@ absl::Status LambFromConfig(const TrainerConfigProto& config, engine::EngineOpti
   eff->set_bias_correction(e->lamb.bias_correction);
   eff->set_max_coeff(max_coeff);
   eff->set_min_coeff(min_coeff);
+  eff->set_amsgrad(false);
   return absl::OkStatus();
 }
 
@@ -211,24 +273,21 @@ absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineO
         "optimizer.params.max_grad_norm: DeepSpeed refuses it as an optimizer parameter; use "
         "gradient_clipping");
   }
+  // DeepSpeed's zero_use_cpu_optimizer; ZeroToEngine/OffloadToEngine have run.
+  const bool offloaded = engine->offload_optimizer.device != engine::OffloadDevice::kNone;
   if (type == "adam" || type == "adamw") {
-    const std::string name = type == "adam" ? "Adam" : "AdamW";
-    ZT_RETURN_IF_ERROR(CheckParams(p, name,
-                                   {"lr", "betas", "eps", "weight_decay", "bias_correction",
-                                    "amsgrad", "adam_w_mode", "torch_adam"}));
-    effective->mutable_optimizer()->set_type(name);
-    return AdamFromConfig(p, type == "adamw", engine, eff);
+    effective->mutable_optimizer()->set_type(type == "adam" ? "Adam" : "AdamW");
+    return AdamFromConfig(p, type == "adamw", offloaded, engine, eff);
   }
   if (type == "sgd") {
-    ZT_RETURN_IF_ERROR(
-        CheckParams(p, "SGD", {"lr", "momentum", "dampening", "weight_decay", "nesterov"}));
+    ZT_RETURN_IF_ERROR(CheckParams(p, "SGD (torch.optim.SGD)",
+                                   {"lr", "momentum", "dampening", "weight_decay", "nesterov",
+                                    "maximize", "foreach", "differentiable", "fused"}));
     effective->mutable_optimizer()->set_type("SGD");
     return SgdFromConfig(p, engine, eff);
   }
   if (type == "adagrad") {
     effective->mutable_optimizer()->set_type("Adagrad");
-    // DeepSpeed's zero_use_cpu_optimizer; ZeroToEngine/OffloadToEngine have run.
-    const bool offloaded = engine->offload_optimizer.device != engine::OffloadDevice::kNone;
     return AdagradFromConfig(p, offloaded, engine, eff);
   }
   if (type == "lamb") {

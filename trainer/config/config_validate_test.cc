@@ -213,6 +213,50 @@ TEST(ConfigValidate, OptimizerTypesFollowDeepSpeed) {
   EXPECT_FALSE(sgd.effective.optimizer().params().has_eps());  // only SGD's parameters
 }
 
+// The params a type takes are those of the class DeepSpeed builds for it on the configured path.
+TEST(ConfigValidate, OptimizerParamsAreThoseOfTheClassDeepSpeedBuilds) {
+  const std::string offload = R"(zero_optimization { stage: 2 offload_optimizer { device: "cpu" } }
+      )";
+  EXPECT_EQ(Valid(R"(optimizer { type: "AdamW" params { set_grad_none: false } })")
+                .engine.adam.weight_decay,
+            0);
+  EXPECT_THAT(
+      Error(R"(optimizer { type: "AdamW" params { foreach: false } })"),
+      HasSubstr("optimizer.params.foreach: not a parameter of Adam (DeepSpeed's FusedAdam)"));
+  // torch.optim.AdamW: its own weight_decay default, no bias_correction.
+  TrainerConfig torch_adamw = Valid(R"(optimizer { type: "Adam" params { torch_adam: true
+                                        foreach: true fused: false } })");
+  EXPECT_EQ(torch_adamw.engine.adam.weight_decay, 0.01);
+  EXPECT_TRUE(torch_adamw.engine.adam.adamw);
+  EXPECT_THAT(Error(R"(optimizer { type: "AdamW" params { torch_adam: true bias_correction: true
+                       } })"),
+              HasSubstr("optimizer.params.bias_correction: not a parameter of AdamW with "
+                        "torch_adam (torch.optim.AdamW)"));
+  TrainerConfig torch_adam = Valid(R"(optimizer { type: "Adam" params { torch_adam: true
+                                       adam_w_mode: false } })");
+  EXPECT_EQ(torch_adam.engine.adam.weight_decay, 0);
+  EXPECT_FALSE(torch_adam.engine.adam.adamw);
+  EXPECT_TRUE(Valid(R"(optimizer { type: "Adam" params { torch_adam: true adam_w_mode: false
+                       decoupled_weight_decay: true } })")
+                  .engine.adam.adamw);
+  EXPECT_THAT(Error(R"(optimizer { type: "Adam" params { torch_adam: true maximize: true } })"),
+              HasSubstr("optimizer.params.maximize = true: not supported by zerotrain"));
+  EXPECT_THAT(Error(offload + R"(optimizer { type: "Adam" params { set_grad_none: true } })"),
+              HasSubstr("not a parameter of Adam with offload_optimizer (DeepSpeedCPUAdam)"));
+  EXPECT_THAT(
+      Error(offload + R"(optimizer { type: "Adam" params { fp32_optimizer_states: false } })"),
+      HasSubstr("optimizer.params.fp32_optimizer_states = false: not supported by zerotrain"));
+  Valid(R"(optimizer { type: "Adam" params { fp32_optimizer_states: false } })");  // popped
+  Valid(offload + R"(optimizer { type: "Adagrad" params { fp32_optimizer_states: true } })");
+  EXPECT_THAT(Error(R"(optimizer { type: "Adagrad" params { capturable: false } })"),
+              HasSubstr("optimizer.params.capturable: not a parameter of Adagrad"));
+  EXPECT_THAT(Error(R"(zero_allow_untested_optimizer: true optimizer { type: "Lamb"
+                       params { foreach: false } })"),
+              HasSubstr("optimizer.params.foreach: not a parameter of Lamb (FusedLamb)"));
+  Valid(R"(optimizer { type: "SGD" params { maximize: false foreach: true differentiable: false
+           } })");
+}
+
 // Adagrad is torch.optim.Adagrad, or DeepSpeedCPUAdagrad (fewer parameters) with offload; Lamb is
 // FusedLamb, which DeepSpeed runs under ZeRO only with zero_allow_untested_optimizer.
 TEST(ConfigValidate, AdagradAndLambFollowDeepSpeed) {

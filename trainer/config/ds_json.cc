@@ -74,37 +74,6 @@ absl::StatusOr<Value> IntegerValue(const WalkState& s, const std::string& path,
 absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, const Struct& in,
                   Struct* out);
 
-// Optimizer keywords DeepSpeed 0.19.8 or torch's Adam/AdamW (with torch_adam) take that
-// zerotrain has no field for: true when `key` is one and its value cannot change the result
-// (dropped); an error when it would; false for any other key.
-absl::StatusOr<bool> DropOptimizerOnlyParam(const WalkState& s, const std::string& path,
-                                            const std::string& key, const Value& v) {
-  struct Param {
-    const char* key;
-    int only;  // -1: any value; 0/1: only false/true
-    const char* why;
-  };
-  static constexpr Param kParams[] = {
-      {"set_grad_none", -1, "how FusedAdam clears gradients"},
-      {"foreach", -1, "which of torch's Adam implementations runs"},
-      {"fused", -1, "which of torch's Adam implementations runs"},
-      {"capturable", -1, "CUDA-graph capture of torch's Adam"},
-      {"differentiable", -1, "autograd through torch's Adam step"},
-      {"fp32_optimizer_states", 1, "the optimizer states are always fp32"},
-      {"maximize", 0, "gradient ascent"},
-  };
-  for (const Param& p : kParams) {
-    if (key != p.key) continue;
-    if (p.only < 0 || v.has_null_value()) return true;
-    if (!v.has_bool_value()) return FieldError(s, path, "expected true or false");
-    if (v.bool_value() == (p.only == 1)) return true;
-    return FieldError(s, path,
-                      absl::StrCat(v.bool_value() ? "true" : "false",
-                                   ": not supported by zerotrain (", p.why, ")"));
-  }
-  return false;
-}
-
 absl::StatusOr<Value> CheckScalar(WalkState* s, const std::string& path, const FieldDescriptor* fd,
                                   const Value& v) {
   const auto expected = [&](const char* what) {
@@ -143,10 +112,6 @@ absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, 
     const Value& v = in.fields().at(key);
     const std::string path = prefix + key;
     const FieldDescriptor* fd = d->FindFieldByName(key);
-    if (fd == nullptr && prefix == "optimizer.params.") {
-      ZT_ASSIGN_OR_RETURN(const bool dropped, DropOptimizerOnlyParam(*s, path, key, v));
-      if (dropped) continue;
-    }
     if (fd == nullptr) {
       // DeepSpeed passes these to a constructor, where an unknown keyword is a TypeError.
       if (prefix == "optimizer.params." || prefix == "scheduler.params.") {

@@ -154,14 +154,16 @@ TEST(DsJson, UnknownKeysInsideZeroOptimizerAndSchedulerParamsAreErrors) {
               HasSubstr("optimizer.params.betas1: not a parameter of any optimizer"));
   EXPECT_THAT(Error(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_step": 9}}})"),
               HasSubstr("scheduler.params.warmup_step: not a parameter of any scheduler"));
-  // Keywords DeepSpeed or torch's Adam take that cannot change the result are dropped; the
-  // ones that would are refused.
+  // The keywords that choose how DeepSpeed's or torch's class runs are read; which type takes
+  // which is ValidateConfig's (config_optimizer.cc).
   DsJson d = Parse(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.1,
-      "set_grad_none": true, "foreach": false, "fp32_optimizer_states": true}}})");
+      "set_grad_none": true, "foreach": null, "fp32_optimizer_states": true}}})");
   EXPECT_EQ(d.config.optimizer().params().lr(), 0.1);
+  EXPECT_TRUE(d.config.optimizer().params().set_grad_none());
+  EXPECT_FALSE(d.config.optimizer().params().has_foreach());
   EXPECT_TRUE(d.warnings.empty());
-  EXPECT_THAT(Error(R"({"optimizer": {"type": "AdamW", "params": {"maximize": true}}})"),
-              HasSubstr("optimizer.params.maximize: true: not supported by zerotrain"));
+  EXPECT_THAT(Error(R"({"optimizer": {"type": "AdamW", "params": {"maximize": 1}}})"),
+              HasSubstr("optimizer.params.maximize: expected true or false"));
 }
 
 // DeepSpeed names the stage-3 keys without the prefix (the stage3_ spellings are aliases).

@@ -1,7 +1,8 @@
 // DeepSpeed 0.19.8's keys per section (ds_keys.h), from deepspeed/runtime/config.py and the config
 // models and dict readers it calls: zero/config.py, zero/offload_config.py, precision_config.py,
 // monitor/config.py, comm/config.py, activation_checkpointing/config.py,
-// swap_tensor/aio_config.py, model_checkpointing/config.py, profiling/config.py.
+// swap_tensor/aio_config.py, model_checkpointing/config.py, profiling/config.py; the optimizer
+// section's own keys (its params: config_optimizer.cc).
 #include "trainer/config/ds_keys.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -176,6 +177,14 @@ std::vector<DsSection> Sections() {
            {"buffer_dtype", "", H::kDefaultOnly, "null", "a buffer dtype of one's choice"},
            {"keep_in_fp32_modules", "", H::kDefaultOnly, "\"auto\"",
             "modules kept in fp32 by name"},
+       }},
+      {"optimizer",
+       OptimizerConfig::descriptor(),
+       false,
+       {
+           {"legacy_fusion", "", H::kDefaultOnly, "false",
+            "the legacy fused-Adam step of DeepSpeed's stage-0 fp16 optimizer, which 0.19.8's "
+            "FusedAdam refuses"},
        }},
       {"",
        TrainerConfigProto::descriptor(),
