@@ -11,13 +11,11 @@ Each subcommand reads inputs the C++ test wrote and prints one JSON object on st
                      DeepSpeed's ZeRO optimizers create from it (CreateLossScaler) fed the
                      pattern; the scale and hysteresis each step ran with, and the step at which
                      update_scale raised (-1 for none).
-  zero_fields        DeepSpeed's zero_optimization model: every field's name, alias, default
-                     (as JSON) and whether it is deprecated.
   accepts <dir>      for every <dir>/*.json: "ok" when DeepSpeedConfig accepts it, else
                      "error: " and the first line of what it raised.
   defaults <dir>     for every <dir>/*.json: the values DeepSpeedConfig resolves for the keys
                      zerotrain shares with it, under zerotrain's dotted field names (DEFAULTS).
-  fields             every key DeepSpeedConfig reads, per section (dotted path, "" = the top
+  fields             every key DeepSpeedConfig reads, per section (the optimizer section's too) (dotted path, "" = the top
                      level): for a section DeepSpeed holds as a pydantic model, the model's fields;
                      for one it reads as a plain dict, the keys it looks up in it (and the default
                      it passes to get()). Each section: whether DeepSpeed rejects keys it does not
@@ -110,19 +108,6 @@ def scaler_sequences(directory):
                 raised = step
                 break
         out[name] = {"scales": scales, "hysteresis": hysteresis, "raised": raised}
-    return out
-
-
-def zero_fields():
-    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
-    out = {}
-    for name, field in DeepSpeedZeroConfig.model_fields.items():
-        default = field.get_default(call_default_factory=True)
-        if hasattr(default, "model_dump"):
-            default = default.model_dump()
-        extra = field.json_schema_extra or {}
-        out[name] = {"alias": field.alias or "", "default": default,
-                     "deprecated": bool(extra.get("deprecated", False))}
     return out
 
 
@@ -546,14 +531,12 @@ def main(argv):
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if len(argv) < 2:
-        sys.exit("usage: ds_oracle.py lr <dir> <steps> | scaler <dir> | zero_fields | accepts <dir> "
-                 "| defaults <dir> | fields | optimizer")
+        sys.exit("usage: ds_oracle.py lr <dir> <steps> | scaler <dir> | accepts <dir> | defaults <dir> "
+                 "| fields | optimizer")
     if argv[1] == "lr":
         result = lr_sequences(argv[2], int(argv[3]))
     elif argv[1] == "scaler":
         result = scaler_sequences(argv[2])
-    elif argv[1] == "zero_fields":
-        result = zero_fields()
     elif argv[1] == "accepts":
         result = accepts(argv[2])
     elif argv[1] == "defaults":

@@ -16,11 +16,9 @@ stdout: {case: [loss of step 1, ...]}, a step's loss being the mean over micro-b
 as zerotrain's trainer reports it.
 """
 import datetime
-import glob
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +26,8 @@ import time
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ds_oracle import cases, free_port  # this script's folder is first on sys.path
 
 
 class SelfAttention(nn.Module):
@@ -131,24 +131,16 @@ def worker(directory, steps):
         sizes = json.load(f)
     batches = read_batches(os.path.join(directory, "batches.bin"))
     out = {}
-    for path in sorted(glob.glob(os.path.join(directory, "cases", "*.json"))):
-        name = os.path.basename(path)[:-len(".json")]
-        with open(path) as f:
-            config = json.load(f)
-        out[name] = train_case(deepspeed, config, path[:-len(".json")] + ".pt", sizes, batches,
-                               rank, steps)
+    cases_dir = os.path.join(directory, "cases")
+    for name, config in cases(cases_dir):
+        out[name] = train_case(deepspeed, config, os.path.join(cases_dir, name + ".pt"), sizes,
+                               batches, rank, steps)
     if rank == 0:
         with open(os.path.join(directory, "losses.json"), "w") as f:
             json.dump(out, f)
     # Gloo's threads stopped before the interpreter exits (an exit with them running can abort).
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(directory, steps):
