@@ -77,7 +77,6 @@ const std::map<std::string, Rule>& Rules() {
       {"optimizer.params.betas",
        [](TrainerConfigProto* c) {
          OptimizerParams* p = c->mutable_optimizer()->mutable_params();
-         p->clear_betas();
          p->add_betas(kHfAdamBeta1);
          p->add_betas(kHfAdamBeta2);
        }},

@@ -46,20 +46,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) 
   return text.str();
 }
 
-std::string FieldText(const Message& m, const FieldDescriptor* fd) {
-  const Reflection* r = m.GetReflection();
-  std::string out, one;
-  if (!fd->is_repeated()) {
-    google::protobuf::TextFormat::PrintFieldValueToString(m, fd, -1, &out);
-    return out;
-  }
-  for (int i = 0; i < r->FieldSize(m, fd); ++i) {
-    google::protobuf::TextFormat::PrintFieldValueToString(m, fd, i, &one);
-    absl::StrAppend(&out, i ? ", " : "[", one);
-  }
-  return out + "]";
-}
-
 // Every field both messages set, as "path (a_value vs b_value)", sections compared key by key.
 void Overlap(const Message& a, const Message& b, const std::string& prefix,
              std::vector<std::string>* out) {
@@ -82,6 +68,20 @@ void Overlap(const Message& a, const Message& b, const std::string& prefix,
 }
 
 }  // namespace
+
+std::string FieldText(const Message& m, const FieldDescriptor* fd) {
+  const Reflection* r = m.GetReflection();
+  std::string out, one;
+  if (!fd->is_repeated()) {
+    google::protobuf::TextFormat::PrintFieldValueToString(m, fd, -1, &out);
+    return out;
+  }
+  for (int i = 0; i < r->FieldSize(m, fd); ++i) {
+    google::protobuf::TextFormat::PrintFieldValueToString(m, fd, i, &one);
+    absl::StrAppend(&out, i ? ", " : "[", one);
+  }
+  return out + "]";
+}
 
 std::string DefaultConfigPbtxt() { return kDefaultConfigPbtxt; }
 

@@ -45,6 +45,10 @@ absl::Status ResolveAutoFields(const std::vector<std::string>& auto_fields, cons
 // then holds something: the effective configuration, explicit.
 void FillDefaults(google::protobuf::Message* config);
 
+// A set field's value as protobuf text writes it; a repeated one as "[a, b]".
+std::string FieldText(const google::protobuf::Message& m,
+                      const google::protobuf::FieldDescriptor* fd);
+
 // The configuration with defaults filled in, as protobuf text (for --print_config). Give it
 // TrainerConfig::effective to include what ValidateConfig derived (batch triple, model sizes).
 std::string PrintConfig(const TrainerConfigProto& config);

@@ -150,6 +150,9 @@ absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, bool offl
 
 absl::Status SgdFromConfig(const OptimizerParams& p, engine::EngineOptions* e,
                            OptimizerParams* eff) {
+  ZT_RETURN_IF_ERROR(CheckParams(p, "SGD (torch.optim.SGD)",
+                                 {"lr", "momentum", "dampening", "weight_decay", "nesterov",
+                                  "maximize", "foreach", "differentiable", "fused"}));
   if (!(p.momentum() >= 0))
     return Invalid("optimizer.params.momentum", p.momentum(), "must be >= 0");
   if (p.nesterov() && (p.momentum() <= 0 || p.dampening() != 0)) {
@@ -280,9 +283,6 @@ absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineO
     return AdamFromConfig(p, type == "adamw", offloaded, engine, eff);
   }
   if (type == "sgd") {
-    ZT_RETURN_IF_ERROR(CheckParams(p, "SGD (torch.optim.SGD)",
-                                   {"lr", "momentum", "dampening", "weight_decay", "nesterov",
-                                    "maximize", "foreach", "differentiable", "fused"}));
     effective->mutable_optimizer()->set_type("SGD");
     return SgdFromConfig(p, engine, eff);
   }

@@ -2,7 +2,6 @@
 #include "trainer/config/config_table.h"
 
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/text_format.h>
 
 #include <algorithm>
 #include <utility>
@@ -17,15 +16,8 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
-using google::protobuf::TextFormat;
 
 using Row = std::pair<std::string, std::string>;  // dotted name, value
-
-std::string Value(const Message& m, const FieldDescriptor* fd, int index) {
-  std::string out;
-  TextFormat::PrintFieldValueToString(m, fd, index, &out);
-  return out;
-}
 
 void Collect(const Message& m, const std::string& prefix, std::vector<Row>* rows) {
   const Reflection* r = m.GetReflection();
@@ -41,14 +33,8 @@ void Collect(const Message& m, const std::string& prefix, std::vector<Row>* rows
       for (int i = 0; i < r->FieldSize(m, fd); ++i) {
         Collect(r->GetRepeatedMessage(m, fd, i), absl::StrCat(name, "[", i, "]."), rows);
       }
-    } else if (fd->is_repeated()) {
-      std::string list = "[";
-      for (int i = 0; i < r->FieldSize(m, fd); ++i) {
-        absl::StrAppend(&list, i ? ", " : "", Value(m, fd, i));
-      }
-      rows->emplace_back(name, list + "]");
     } else {
-      rows->emplace_back(name, Value(m, fd, -1));
+      rows->emplace_back(name, FieldText(m, fd));
     }
   }
 }

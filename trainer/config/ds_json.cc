@@ -38,12 +38,6 @@ std::string ProtobufMessage(const ProtobufStatus& s) {
   return std::string(s.message().data(), s.message().size());
 }
 
-std::string Json(const Value& v) {
-  std::string out;
-  if (!google::protobuf::util::MessageToJsonString(v, &out).ok()) return "?";
-  return out;
-}
-
 absl::Status FieldError(const WalkState& s, const std::string& path, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(s.file, ": ", path, ": ", why));
 }
@@ -77,7 +71,7 @@ absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, 
 absl::StatusOr<Value> CheckScalar(WalkState* s, const std::string& path, const FieldDescriptor* fd,
                                   const Value& v) {
   const auto expected = [&](const char* what) {
-    return FieldError(*s, path, absl::StrCat("expected ", what, ", got ", Json(v)));
+    return FieldError(*s, path, absl::StrCat("expected ", what, ", got ", JsonText(v)));
   };
   switch (fd->cpp_type()) {
     case FieldDescriptor::CPPTYPE_BOOL:
@@ -133,7 +127,7 @@ absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, 
       continue;
     }
     if (!v.has_list_value()) {
-      return FieldError(*s, path, absl::StrCat("expected a list, got ", Json(v)));
+      return FieldError(*s, path, absl::StrCat("expected a list, got ", JsonText(v)));
     }
     Value& list = (*out->mutable_fields())[key];
     list.mutable_list_value();
@@ -157,7 +151,7 @@ absl::StatusOr<DsJson> ParseDsJson(const std::string& json, const std::string& f
   }
   if (!root.has_struct_value()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(file, ": expected a JSON object at the top level, got ", Json(root)));
+        absl::StrCat(file, ": expected a JSON object at the top level, got ", JsonText(root)));
   }
   DsJson result;
   ZT_RETURN_IF_ERROR(RewriteDeprecatedKeys(file, root.mutable_struct_value(), &result.warnings));

@@ -23,12 +23,6 @@ using google::protobuf::Struct;
 using google::protobuf::Value;
 using H = DsKeyHandling;
 
-std::string Json(const Value& v) {
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(v, &out);
-  return out;
-}
-
 // The pydantic monitors zerotrain does not implement: their keys are read only when the monitor
 // is on, which is refused, but DeepSpeed's model still rejects a misspelt one.
 constexpr char kMonitorOff[] = "read only when the monitor is on, which zerotrain refuses";
@@ -300,7 +294,7 @@ absl::Status CheckKey(const std::string& where, const std::string& key, const Ds
     case H::kNoEffect:
       return absl::OkStatus();
     case H::kDefaultOnly: {
-      const std::string value = Json(v);
+      const std::string value = JsonText(v);
       if (v.has_null_value() || (v.has_string_value() && v.string_value() == "auto") ||
           absl::AsciiStrToLower(value) == absl::AsciiStrToLower(k.value)) {
         return absl::OkStatus();
@@ -321,7 +315,7 @@ absl::Status CheckKey(const std::string& where, const std::string& key, const Ds
     case H::kSection:
       if (v.has_struct_value() || v.has_null_value()) return absl::OkStatus();
       return absl::InvalidArgumentError(
-          absl::StrCat(where, key, ": expected an object, got ", Json(v)));
+          absl::StrCat(where, key, ": expected an object, got ", JsonText(v)));
   }
   return absl::OkStatus();
 }
@@ -367,6 +361,12 @@ absl::Status ResolveSection(const std::string& file, const DsSection& section, S
 }
 
 }  // namespace
+
+std::string JsonText(const Value& v) {
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(v, &out).ok()) return "?";
+  return out;
+}
 
 const std::vector<DsSection>& DeepSpeedSections() {
   static const auto* sections = new std::vector<DsSection>(Sections());

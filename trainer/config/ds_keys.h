@@ -48,6 +48,9 @@ struct DsSection {
 // Every section whose keys zerotrain checks, children before their parents.
 const std::vector<DsSection>& DeepSpeedSections();
 
+// A JSON value as text, for messages that quote what a file says.
+std::string JsonText(const google::protobuf::Value& v);
+
 // Applies the table to a ds_config.json tree after the deprecated spellings are rewritten: renames
 // DeepSpeed's field names of the stage-3 keys (prefetch_bucket_size, ...) to the stage3_ aliases
 // the proto uses, checks and removes the table's keys, and fails on unknown keys of sections that
