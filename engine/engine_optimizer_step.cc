@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/engine.h"
 #include "offload/sub_group_store.h"
@@ -12,8 +13,12 @@
 namespace zerotrain::engine {
 namespace {
 
-// Elements [lo, hi) of segment s, its pointers moved along.
-ShardSegment Slice(const ShardSegment& s, int64_t lo, int64_t hi) {
+// The part of segment s inside [begin, end), its pointers moved along; none when they do not
+// overlap.
+std::optional<ShardSegment> Clip(const ShardSegment& s, int64_t begin, int64_t end) {
+  const int64_t lo = std::max(s.offset, begin);
+  const int64_t hi = std::min(s.offset + s.size, end);
+  if (lo >= hi) return std::nullopt;
   ShardSegment c = s;
   c.offset = lo;
   c.size = hi - lo;
@@ -41,12 +46,10 @@ std::vector<ShardSegment> CutAtParams(const std::vector<ShardSegment>& segments,
         runs.begin(), runs.end(), s.offset,
         [](int64_t at, const MasterRun& x) { return at < x.master_offset + x.numel; });
     for (; r != runs.end() && r->master_offset < end; ++r) {
-      const int64_t lo = std::max(s.offset, r->master_offset);
-      const int64_t hi = std::min(end, r->master_offset + r->numel);
-      if (lo >= hi) continue;
-      ShardSegment c = Slice(s, lo, hi);
-      c.tensor_sums = sums + static_cast<int64_t>(r->param) * width;
-      out.push_back(c);
+      std::optional<ShardSegment> c = Clip(s, r->master_offset, r->master_offset + r->numel);
+      if (!c) continue;
+      c->tensor_sums = sums + static_cast<int64_t>(r->param) * width;
+      out.push_back(*c);
     }
   }
   return out;
@@ -75,15 +78,14 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
                    const at::Tensor& out) {
     std::vector<ShardSegment> parts;
     for (const ShardSegment& s : all) {
-      const int64_t lo = std::max(s.offset, begin);
-      const int64_t hi = std::min(s.offset + s.size, end);
-      if (lo >= hi) continue;
-      ShardSegment c = Slice(s, lo, hi);
+      std::optional<ShardSegment> c = Clip(s, begin, end);
+      if (!c) continue;
       if (s.params_out == nullptr && out.defined()) {
-        c.params_out = static_cast<char*>(out.data_ptr()) + (lo - begin) * out.element_size();
-        c.params_out_dtype = ToOptimDtype(out.scalar_type());
+        c->params_out =
+            static_cast<char*>(out.data_ptr()) + (c->offset - begin) * out.element_size();
+        c->params_out_dtype = ToOptimDtype(out.scalar_type());
       }
-      parts.push_back(c);
+      parts.push_back(*c);
     }
     return parts;
   };
