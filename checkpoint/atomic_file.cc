@@ -8,9 +8,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/crc32c.h"
 
@@ -33,6 +36,7 @@ std::string DirOf(const std::string& path) {
 absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path) {
   static std::atomic<int> counter{0};
   // Unique per process and call: ranks and threads may write into one directory at once.
+  // IsTemporaryName recognises this form.
   const std::string temp = absl::StrCat(path, ".tmp.", getpid(), ".", counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("cannot create", temp);
@@ -107,6 +111,68 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) return Errno("cannot read", path);
   return ss.str();
+}
+
+absl::StatusOr<uint32_t> FileCrc32c(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open", path);
+  std::vector<char> buffer(1 << 20);
+  uint32_t crc = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      absl::Status s = Errno("cannot read", path);
+      ::close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    crc = Crc32cExtend(crc, buffer.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return crc;
+}
+
+std::string TemporaryTarget(const std::string& name) {
+  // "<name>.tmp.<pid>.<n>": the last two dot-separated parts are numbers.
+  auto digits = [](absl::string_view s) {
+    if (s.empty()) return false;
+    for (char c : s) {
+      if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
+    }
+    return true;
+  };
+  const size_t last = name.rfind('.');
+  if (last == std::string::npos || last == 0) return "";
+  const size_t pid = name.rfind('.', last - 1);
+  if (pid == std::string::npos || pid <= 4 || name.compare(pid - 4, 4, ".tmp") != 0) return "";
+  const absl::string_view v(name);
+  if (!digits(v.substr(pid + 1, last - pid - 1)) || !digits(v.substr(last + 1))) return "";
+  return name.substr(0, pid - 4);
+}
+
+absl::StatusOr<int> RemoveTemporaries(const std::string& dir,
+                                      const std::function<bool(const std::string&)>& owned) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> temporaries;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string target = TemporaryTarget(e.path().filename().string());
+    if (!target.empty() && owned(target) && e.is_regular_file(ec)) {
+      temporaries.push_back(e.path());
+    }
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return absl::InternalError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
+  }
+  int removed = 0;
+  for (const std::filesystem::path& p : temporaries) {
+    if (std::filesystem::remove(p, ec)) ++removed;
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot remove the orphan temporary ", p.string(), ": ", ec.message()));
+    }
+  }
+  return removed;
 }
 
 }  // namespace zerotrain::checkpoint

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,5 +40,15 @@ class AtomicFileWriter {
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
 absl::Status FsyncDirectory(const std::string& dir);
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+// The CRC32C of a whole file, read in 1 MiB pieces (a shard file may not fit in memory twice).
+absl::StatusOr<uint32_t> FileCrc32c(const std::string& path);
+
+// The name an AtomicFileWriter temporary ("<name>.tmp.<pid>.<n>") was to become, or "" when
+// `file_name` is not one.
+std::string TemporaryTarget(const std::string& file_name);
+// Removes the temporaries directly in `dir` whose target name `owned` accepts: a process killed
+// while writing leaves them behind. Only while nothing writes them. Returns how many it removed.
+absl::StatusOr<int> RemoveTemporaries(const std::string& dir,
+                                      const std::function<bool(const std::string&)>& owned);
 
 }  // namespace zerotrain::checkpoint

@@ -7,7 +7,9 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/manifest.h"
@@ -19,6 +21,13 @@ std::string DefaultTag(int64_t optimizer_steps) {
 }
 
 std::string ShardFileName(int rank) { return absl::StrCat("rank_", rank, ".zts"); }
+
+bool IsShardFileName(const std::string& name) {
+  int rank = 0;  // "rank_" and ".zts" are 9 characters
+  if (name.size() <= 9 || name.compare(0, 5, "rank_") != 0) return false;
+  return absl::SimpleAtoi(name.substr(5, name.size() - 9), &rank) && rank >= 0 &&
+         name == ShardFileName(rank);
+}
 
 std::string FileListProblem(const Manifest& m) {
   std::set<int> ranks, holding;
@@ -86,6 +95,24 @@ std::vector<FlatRun> RunsOf(const partition::ShardLayout& layout, int64_t begin,
   return runs;
 }
 
+namespace {
+
+// What is wrong with whose file `file` is, or "" when it is the one `entry` of `m` lists.
+std::string IdentityProblem(const Manifest& m, const ShardFileEntry& entry,
+                            const ShardFileReader& file) {
+  const ShardIdentity want{m.run_id(),   m.tag(),        m.optimizer_steps(),
+                           entry.rank(), m.world_size(), m.stage()};
+  const std::optional<ShardIdentity>& have = file.identity();
+  // A format 1 manifest (run id 0) lists format 1 files, which record no identity.
+  if (!have && m.run_id() == 0) return "";
+  if (have && *have == want) return "";
+  return absl::StrCat("records ", have ? IdentityText(*have) : "no identity (shard format 1)",
+                      ", the manifest expects ", IdentityText(want),
+                      "; it belongs to another checkpoint, rank or run");
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& dir,
                                                                          const std::string& tag) {
   std::string t = tag;
@@ -106,6 +133,12 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const s
   auto bad = [&](const std::string& what) {
     return absl::DataLossError(absl::StrCat("checkpoint manifest ", mpath, ": ", what));
   };
+  if (mf.tag() != t) {
+    return bad(absl::StrCat(
+        "records tag ", mf.tag(), ", but sits in tag directory ", t,
+        tag.empty() ? absl::StrCat(" (the one ", dir, "/", kLatestFileName, " names)") : "",
+        ": it belongs to another checkpoint"));
+  }
   std::vector<int64_t> numels;
   for (const ParameterEntry& p : mf.params()) {
     int64_t n = 1;
@@ -128,28 +161,28 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const s
       return absl::NotFoundError(
           absl::StrCat("checkpoint ", r->tag_dir_, ": shard file ", path, " is missing"));
     }
+    // Whose file it is first: a stale or swapped file is usually the right size.
+    auto file = ShardFileReader::Open(path);
+    if (!file.ok()) return file.status();
+    if (const std::string problem = IdentityProblem(mf, f, *file); !problem.empty()) {
+      return absl::DataLossError(absl::StrCat("checkpoint shard file ", path, ": ", problem));
+    }
     if (st.st_size != f.size()) {
       return absl::DataLossError(absl::StrCat("checkpoint shard file ", path, ": ", st.st_size,
                                               " bytes, the manifest says ", f.size(),
                                               st.st_size < f.size() ? " (truncated)" : ""));
     }
+    r->open_[f.rank()] = std::make_unique<ShardFileReader>(*std::move(file));
   }
   return r;
 }
 
-absl::StatusOr<const ShardFileReader*> CheckpointReader::FileOf(int rank) {
-  auto open = open_.find(rank);
-  if (open != open_.end()) return open->second.get();
-  auto it = file_of_rank_.find(rank);
-  if (it == file_of_rank_.end()) {
+absl::StatusOr<const ShardFileReader*> CheckpointReader::FileOf(int rank) const {
+  auto open = open_.find(rank);  // Open opened every listed file
+  if (open == open_.end()) {
     return absl::NotFoundError(absl::StrCat("checkpoint ", tag_dir_, ": no file of rank ", rank));
   }
-  auto f = ShardFileReader::Open(absl::StrCat(tag_dir_, "/", manifest_.files(it->second).name()));
-  if (!f.ok()) return f.status();
-  auto owned = std::make_unique<ShardFileReader>(*std::move(f));
-  const ShardFileReader* p = owned.get();
-  open_[rank] = std::move(owned);
-  return p;
+  return open->second.get();
 }
 
 absl::Status CheckpointReader::ReadFlat(const std::string& array, int64_t begin, int64_t numel,
@@ -196,14 +229,17 @@ absl::StatusOr<std::vector<uint8_t>> CheckpointReader::ReadRankBytes(int rank,
   return (*file)->ReadAllBytes(array);
 }
 
-absl::Status CheckpointReader::VerifyFileChecksums() const {
-  for (const ShardFileEntry& f : manifest_.files()) {
+absl::Status CheckpointReader::VerifyFileChecksums(int part, int parts) const {
+  for (int i = part; i < manifest_.files_size(); i += std::max(parts, 1)) {
+    const ShardFileEntry& f = manifest_.files(i);
     const std::string path = absl::StrCat(tag_dir_, "/", f.name());
-    auto bytes = ReadWholeFile(path);
-    if (!bytes.ok()) return bytes.status();
-    if (Crc32c(bytes->data(), bytes->size()) != f.crc32c()) {
-      return absl::DataLossError(
-          absl::StrCat("checkpoint shard file ", path, ": checksum mismatch with the manifest"));
+    auto crc = FileCrc32c(path);
+    if (!crc.ok()) return crc.status();
+    if (*crc != f.crc32c()) {
+      return absl::DataLossError(absl::StrFormat(
+          "checkpoint shard file %s: checksum mismatch with the manifest: CRC32C 0x%08x of the "
+          "whole file, the manifest records 0x%08x (the file changed after the save)",
+          path, *crc, f.crc32c()));
     }
   }
   return absl::OkStatus();

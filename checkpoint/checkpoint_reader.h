@@ -29,6 +29,7 @@ inline constexpr char kRngArray[] = "cpu_rng_state";  // bytes, per saving rank
 
 std::string DefaultTag(int64_t optimizer_steps);  // "global_step<N>"
 std::string ShardFileName(int rank);              // "rank_<r>.zts"
+bool IsShardFileName(const std::string& name);    // ShardFileName of some rank
 // A tag is one plain directory name: not empty, no '/', not "." / "..", not starting with '.'.
 absl::Status ValidateTag(const std::string& tag);
 // What is wrong with a manifest's file list, or "" when nothing is: every entry names its rank's
@@ -50,8 +51,11 @@ std::vector<FlatRun> RunsOf(const partition::ShardLayout& layout, int64_t begin,
 
 class CheckpointReader {
  public:
-  // tag "" = the one `latest` names. Reads and checks the manifest and that every shard file it
-  // lists exists with the recorded size; shard contents are verified as they are read.
+  // tag "" = the one `latest` names. Reads and checks the manifest (its tag is the directory's)
+  // and that every shard file it lists exists, is the file of that rank of this save (format 2
+  // files record run id, tag, step, rank, world size and stage: shard_identity.h) and has the
+  // recorded size. Each problem is one DataLoss error naming the file, what it records and what
+  // the manifest expects. Shard contents are verified as they are read.
   static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(const std::string& dir,
                                                                 const std::string& tag = "");
 
@@ -70,18 +74,19 @@ class CheckpointReader {
   absl::StatusOr<std::vector<float>> ReadParam(int i);
   // A byte array of the file saving rank `rank` wrote (e.g. kRngArray); NotFound when absent.
   absl::StatusOr<std::vector<uint8_t>> ReadRankBytes(int rank, const std::string& array);
-  // Reads every listed file whole and compares its CRC32C with the manifest's.
-  absl::Status VerifyFileChecksums() const;
+  // Reads listed files whole and compares their CRC32C with the manifest's: files part,
+  // part + parts, ..., so that `parts` ranks can share the reading.
+  absl::Status VerifyFileChecksums(int part = 0, int parts = 1) const;
 
  private:
   CheckpointReader() = default;
-  absl::StatusOr<const ShardFileReader*> FileOf(int rank);
+  absl::StatusOr<const ShardFileReader*> FileOf(int rank) const;
 
   Manifest manifest_;
   std::string tag_dir_;
   std::unique_ptr<partition::ShardLayout> layout_;
   std::map<int, int> file_of_rank_;  // saving rank -> index into manifest_.files()
-  std::map<int, std::unique_ptr<ShardFileReader>> open_;
+  std::map<int, std::unique_ptr<ShardFileReader>> open_;  // saving rank -> its file
 };
 
 }  // namespace zerotrain::checkpoint

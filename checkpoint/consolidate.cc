@@ -3,6 +3,7 @@
 // any ranks. It streams parameter by parameter: memory stays near the largest parameter plus the
 // shard reader's buffers.
 //   bazel run //checkpoint:consolidate -- --checkpoint_dir=DIR [--tag=TAG] --output=model.pt
+// (--help prints the usage).
 // Python: torch.load("model.pt"); C++: torch::pickle_load(bytes).toGenericDict().
 #include <cstdio>
 #include <string>
@@ -16,8 +17,18 @@
 namespace zerotrain::checkpoint {
 namespace {
 
+constexpr char kUsage[] =
+    "usage: consolidate --checkpoint_dir=DIR [--tag=TAG] --output=FILE\n"
+    "  Writes one fp32 state dict (torch.save's format) from a zerotrain checkpoint.\n"
+    "  --checkpoint_dir  the directory holding `latest` and the tag directories\n"
+    "  --tag             the tag to read (default: the one DIR/latest names)\n"
+    "  --output          the state dict to write\n"
+    "  Every shard file is checked against the manifest (identity and whole-file CRC32C)\n"
+    "  before anything is written.\n";
+
 struct Flags {
   std::string checkpoint_dir, tag, output;
+  bool help = false;
 };
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
@@ -27,7 +38,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     const size_t eq = a.find('=');
     const std::string name = a.substr(0, eq),
                       value = eq == std::string::npos ? "" : a.substr(eq + 1);
-    if (name == "--checkpoint_dir") {
+    if (name == "--help" || name == "-h") {
+      f.help = true;
+      return f;
+    } else if (name == "--checkpoint_dir") {
       f.checkpoint_dir = value;
     } else if (name == "--tag") {
       f.tag = value;
@@ -45,6 +59,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 
 absl::Status Consolidate(const Flags& f, int64_t* params, int64_t* bytes) {
   ZT_ASSIGN_OR_RETURN(auto reader, CheckpointReader::Open(f.checkpoint_dir, f.tag));
+  // Whole files before any output: a file changed after the save is refused, not consolidated.
+  ZT_RETURN_IF_ERROR(reader->VerifyFileChecksums());
   ZT_ASSIGN_OR_RETURN(auto writer, StateDictWriter::Open(f.output));
   // The engine lays parameters out in reverse registration order; the state dict keeps the
   // module's own order, as named_parameters() lists it.
@@ -66,11 +82,13 @@ int main(int argc, char** argv) {
   using namespace zerotrain::checkpoint;
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
-    std::fprintf(stderr,
-                 "consolidate: %s\nusage: consolidate --checkpoint_dir=DIR [--tag=TAG] "
-                 "--output=FILE\n",
-                 std::string(flags.status().message()).c_str());
+    std::fprintf(stderr, "consolidate: %s\n%s", std::string(flags.status().message()).c_str(),
+                 kUsage);
     return 2;
+  }
+  if (flags->help) {
+    std::printf("%s", kUsage);
+    return 0;
   }
   int64_t params = 0, bytes = 0;
   const absl::Status s = Consolidate(*flags, &params, &bytes);

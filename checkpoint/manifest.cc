@@ -20,13 +20,13 @@ absl::Status Corrupt(const std::string& path, const std::string& what) {
 
 }  // namespace
 
-std::string EncodeManifest(const Manifest& manifest) {
+std::string EncodeManifest(const Manifest& manifest, uint32_t format_version) {
   Manifest m = manifest;
-  m.set_format_version(kManifestFormatVersion);
+  m.set_format_version(format_version);
   std::string payload;
   m.SerializeToString(&payload);
   std::string out(kMagic, sizeof(kMagic));
-  PutLittleEndian(&out, kManifestFormatVersion, 4);
+  PutLittleEndian(&out, format_version, 4);
   PutLittleEndian(&out, payload.size(), 8);
   PutLittleEndian(&out, Crc32c(payload.data(), payload.size()), 4);
   return out + payload;

@@ -11,9 +11,12 @@
 
 namespace zerotrain::checkpoint {
 
-inline constexpr uint32_t kManifestFormatVersion = 1;
+// 2: the manifest records the run id, and its shard files their identity (shard_identity.h).
+inline constexpr uint32_t kManifestFormatVersion = 2;
 
-std::string EncodeManifest(const Manifest& manifest);
+// An older `format_version` only for tests that write the formats older builds wrote.
+std::string EncodeManifest(const Manifest& manifest,
+                           uint32_t format_version = kManifestFormatVersion);
 // `path` only names the source in errors.
 absl::StatusOr<Manifest> DecodeManifest(const std::string& bytes, const std::string& path);
 

@@ -63,6 +63,7 @@ absl::Status ShardFileWriter::Add(const std::string& name, ArrayDType dtype, con
 
 absl::StatusOr<WrittenFile> ShardFileWriter::Write(const std::string& path) const {
   std::string table;
+  if (identity_) EncodeIdentity(*identity_, &table);
   for (const Entry& e : entries_) {
     PutLittleEndian(&table, e.name.size(), 4);
     table += e.name;
@@ -76,7 +77,7 @@ absl::StatusOr<WrittenFile> ShardFileWriter::Write(const std::string& path) cons
     }
   }
   std::string header(kMagic, sizeof(kMagic));
-  PutLittleEndian(&header, kShardFormatVersion, 4);
+  PutLittleEndian(&header, identity_ ? kShardFormatVersion : 1, 4);
   PutLittleEndian(&header, chunk_bytes_, 4);
   PutLittleEndian(&header, table.size(), 8);
   PutLittleEndian(
@@ -135,13 +136,18 @@ absl::StatusOr<ShardFileReader> ShardFileReader::Open(const std::string& path) {
   if (Crc32cExtend(Crc32c(h, 24), table.data(), table.size()) != want) {
     return Corrupt(path, "header checksum mismatch");
   }
-  s = r.ParseTable(table);
+  int64_t entries = 0;
+  if (version >= 2) {
+    auto identity = DecodeIdentity(table, &entries);
+    if (!identity.ok()) return Corrupt(path, std::string(identity.status().message()));
+    r.identity_ = *std::move(identity);
+  }
+  s = r.ParseTable(table, entries);
   if (!s.ok()) return s;
   return r;
 }
 
-absl::Status ShardFileReader::ParseTable(const std::string& table) {
-  int64_t pos = 0;
+absl::Status ShardFileReader::ParseTable(const std::string& table, int64_t pos) {
   int64_t data = kHeaderBytes + static_cast<int64_t>(table.size());
   const int64_t size = static_cast<int64_t>(table.size());
   while (pos < size) {
@@ -191,6 +197,7 @@ ShardFileReader::ShardFileReader(ShardFileReader&& o) noexcept
       fd_(o.fd_),
       file_size_(o.file_size_),
       chunk_bytes_(o.chunk_bytes_),
+      identity_(std::move(o.identity_)),
       arrays_(std::move(o.arrays_)),
       index_(std::move(o.index_)),
       chunk_(std::move(o.chunk_)),

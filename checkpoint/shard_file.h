@@ -1,23 +1,29 @@
 // Shard files: a table of named 1-D arrays (fp32 or raw bytes) behind a checksummed header, each
 // array's bytes checksummed per fixed-size chunk so a reader can verify just the ranges it reads
 // (a rank loading its slice of a resharded checkpoint, the consolidation tool streaming one
-// parameter). Layout, all integers little-endian (docs/CHECKPOINT.md):
+// parameter). Format 2 also records whose file it is (ShardIdentity), so a file copied into
+// the wrong tag or rank's name is recognised. Layout, all integers little-endian
+// (docs/CHECKPOINT.md):
 //   "ZTSHARD1"  u32 format_version  u32 chunk_bytes  u64 table_bytes  u32 crc32c(header + table)
-//   table: per array  u32 name_len, name, u8 dtype, u64 numel, u32 crc32c per chunk
+//   table: format 2 only, first: the identity  u64 run_id, i64 step, i32 rank, i32 world_size,
+//            i32 stage, u32 tag_len, tag
+//          then per array  u32 name_len, name, u8 dtype, u64 numel, u32 crc32c per chunk
 //   data: the arrays end to end, in table order, no padding.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/shard_identity.h"
 
 namespace zerotrain::checkpoint {
 
-inline constexpr uint32_t kShardFormatVersion = 1;
+inline constexpr uint32_t kShardFormatVersion = 2;
 inline constexpr uint32_t kDefaultChunkBytes = 1 << 20;
 
 enum class ArrayDType : uint8_t { kFloat32 = 1, kBytes = 2 };
@@ -34,6 +40,8 @@ class ShardFileWriter {
   explicit ShardFileWriter(uint32_t chunk_bytes = kDefaultChunkBytes) : chunk_bytes_(chunk_bytes) {}
   // `data` must stay valid until Write; names must be unique.
   absl::Status Add(const std::string& name, ArrayDType dtype, const void* data, int64_t numel);
+  // Without an identity the file is written in format 1 (as before identities existed).
+  void set_identity(const ShardIdentity& identity) { identity_ = identity; }
   // Writes crash-safely (checkpoint/atomic_file.h).
   absl::StatusOr<WrittenFile> Write(const std::string& path) const;
 
@@ -45,6 +53,7 @@ class ShardFileWriter {
     int64_t numel;
   };
   uint32_t chunk_bytes_;
+  std::optional<ShardIdentity> identity_;
   std::vector<Entry> entries_;
 };
 
@@ -69,6 +78,8 @@ class ShardFileReader {
   int64_t file_size() const { return file_size_; }
   const std::vector<ArrayInfo>& arrays() const { return arrays_; }
   const ArrayInfo* Find(const std::string& name) const;  // null when absent
+  // What a format 2 file records; empty for format 1.
+  const std::optional<ShardIdentity>& identity() const { return identity_; }
 
   // Elements [offset, offset + numel) of array `name` into `out`, verifying every chunk touched.
   // Not thread-safe (it keeps the last verified chunk): one reader per thread.
@@ -77,12 +88,14 @@ class ShardFileReader {
 
  private:
   ShardFileReader() = default;
-  absl::Status ParseTable(const std::string& table);
+  // The array entries, from `pos` of the table (after the identity in format 2).
+  absl::Status ParseTable(const std::string& table, int64_t pos);
 
   std::string path_;
   int fd_ = -1;
   int64_t file_size_ = 0;
   uint32_t chunk_bytes_ = 0;
+  std::optional<ShardIdentity> identity_;
   std::vector<ArrayInfo> arrays_;
   std::map<std::string, int> index_;
   // The last chunk read and verified: a resharding load reads many small neighbouring ranges.

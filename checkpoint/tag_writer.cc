@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/atomic_file.h"
@@ -28,6 +29,30 @@ absl::Status UnlistStaleTag(const std::string& tag_dir) {
   return FsyncDirectory(tag_dir);
 }
 
+// A killed save leaves AtomicFileWriter's temporaries behind, in the tag directory it wrote (shard
+// files, the manifest) and in `dir` (`latest`). Nothing writes there while rank 0 prepares a tag.
+// Only the temporaries of checkpoint files go: `dir` may hold other things.
+absl::Status RemoveOrphanTemporaries(const std::string& dir) {
+  std::error_code ec;
+  // Not there yet (a first save), or not a directory (PrepareTag then says so): nothing to do.
+  if (!std::filesystem::is_directory(dir, ec)) return absl::OkStatus();
+  ZT_RETURN_IF_ERROR(RemoveTemporaries(dir, [](const std::string& target) {
+                       return target == kLatestFileName;
+                     }).status());
+  std::vector<std::string> subdirs;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.is_directory(ec)) subdirs.push_back(e.path().string());
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
+  auto checkpoint_file = [](const std::string& target) {
+    return target == kManifestFileName || IsShardFileName(target);
+  };
+  for (const std::string& sub : subdirs) {
+    ZT_RETURN_IF_ERROR(RemoveTemporaries(sub, checkpoint_file).status());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string TagDirectory(const TagLocation& at) { return absl::StrCat(at.dir, "/", at.tag); }
@@ -42,6 +67,7 @@ absl::Status PrepareTag(const TagLocation& at) {
                                                  "/", kLatestFileName,
                                                  " names; choose another tag or remove it"));
   }
+  ZT_RETURN_IF_ERROR(RemoveOrphanTemporaries(at.dir));
   ZT_RETURN_IF_ERROR(UnlistStaleTag(tag_dir));
   std::error_code ec;
   std::filesystem::create_directories(tag_dir, ec);
@@ -52,9 +78,11 @@ absl::Status PrepareTag(const TagLocation& at) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, int rank,
+absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, ShardIdentity identity,
                                           const std::vector<NamedArray>& arrays) {
   ZT_RETURN_IF_ERROR(ValidateTag(at.tag));
+  const int rank = identity.rank;
+  identity.tag = at.tag;
   const std::string tag_dir = TagDirectory(at);
   const std::string path = absl::StrCat(tag_dir, "/", ShardFileName(rank));
   if (rank < 0) {
@@ -71,6 +99,7 @@ absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, int rank,
         "; rank 0 creates it, and every rank must see the same ", at.dir));
   }
   ShardFileWriter writer;
+  writer.set_identity(identity);
   for (const NamedArray& a : arrays) {
     ZT_RETURN_IF_ERROR(WithPrefix(writer.Add(a.name, a.dtype, a.data, a.numel),
                                   absl::StrCat("shard file ", path, ": ")));

@@ -46,18 +46,22 @@ struct RankFile {
   bool holds_state = true;  // holds layout rank `rank`'s per-element arrays (else only e.g. RNG)
 };
 
-// Rank 0 only, before any rank writes. Refuses (AlreadyExists) the tag `<dir>/latest` names:
+// Rank 0 only, before any rank writes. Removes the temporaries (atomic_file.h) a killed save
+// left in `<dir>` and its tag directories. Refuses (AlreadyExists) the tag `<dir>/latest` names:
 // the last complete checkpoint must survive the save that replaces it. Any other existing tag
 // is rewritten; a complete one (a save killed between its manifest and `latest`, or an older
 // run's) loses its manifest first, durably, so a crash during the rewrite leaves a tag nothing
 // loads rather than a mix of old and new files. Creates `<dir>/<tag>` (and `<dir>`).
 absl::Status PrepareTag(const TagLocation& at);
 
-// Every rank, after PrepareTag succeeded: writes `<dir>/<tag>/rank_<rank>.zts` crash-safely.
-absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, int rank,
+// Every rank, after PrepareTag succeeded: writes `<dir>/<tag>/rank_<rank>.zts` crash-safely, for
+// rank `identity.rank`, recording `identity` (its tag is set to at.tag) in the file's header.
+absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, ShardIdentity identity,
                                           const std::vector<NamedArray>& arrays);
 
-// Rank 0 only, after every rank's WriteRankFile succeeded. Sets the manifest's tag and its
+// Rank 0 only, after every rank's WriteRankFile succeeded. The manifest's run id, world size,
+// stage and optimizer steps must be those the ranks' identities recorded (the reader compares
+// them). Sets the manifest's tag and its
 // `files` (replacing any there) from `files`, writes `<dir>/<tag>/manifest.ztm`, then points
 // `<dir>/latest` at the tag. Refuses (InvalidArgument, before writing anything) a file list the
 // reader would refuse: a rank listed twice, or a layout rank in [0, layout_world_size) without a

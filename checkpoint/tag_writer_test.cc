@@ -39,8 +39,21 @@ std::vector<float> Flat(float base) {
   return flat;
 }
 
+constexpr uint64_t kRunId = 0x5eed0000abcdull;
+
+// What rank r's file of a save of ManifestFor records.
+ShardIdentity IdentityOf(int rank) {
+  ShardIdentity id;
+  id.run_id = kRunId;
+  id.rank = rank;
+  id.world_size = kWorld;
+  id.stage = 1;
+  return id;
+}
+
 Manifest ManifestFor() {
   Manifest m;
+  m.set_run_id(kRunId);
   m.set_world_size(kWorld);
   m.set_stage(1);
   m.set_layout_world_size(kWorld);
@@ -80,7 +93,7 @@ std::vector<RankFile> WriteBothRanks(const TagLocation& at, const std::vector<fl
     for (float v : master) exp_avg.push_back(-v);
     const std::string rng = absl::StrCat("rng of rank ", r);
     auto w = WriteRankFile(
-        at, r,
+        at, IdentityOf(r),
         {{kMasterArray, ArrayDType::kFloat32, master.data(), static_cast<int64_t>(master.size())},
          {"exp_avg", ArrayDType::kFloat32, exp_avg.data(), static_cast<int64_t>(exp_avg.size())},
          {kRngArray, ArrayDType::kBytes, rng.data(), static_cast<int64_t>(rng.size())}});
@@ -193,7 +206,7 @@ TEST(TagWriter, InvalidTagsAreRefusedBeforeAnythingIsWritten) {
     const TagLocation at{dir, tag};
     for (const absl::Status& s :
          {PrepareTag(at),
-          WriteRankFile(at, 0, {{kMasterArray, ArrayDType::kFloat32, &x, 1}}).status(),
+          WriteRankFile(at, IdentityOf(0), {{kMasterArray, ArrayDType::kFloat32, &x, 1}}).status(),
           CommitTag(at, ManifestFor(), {{0, 1, 0, true}, {1, 1, 0, true}})}) {
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "tag '" << tag << "': " << s;
       EXPECT_NE(s.message().find("checkpoint tag '"), std::string::npos) << s;
@@ -233,7 +246,7 @@ TEST(TagWriter, UnwritablePlaceGivesOneErrorNamingThePath) {
 
   const float x = 1;
   absl::StatusOr<WrittenFile> w =
-      WriteRankFile({dir, "t"}, 1, {{"a", ArrayDType::kFloat32, &x, 1}});
+      WriteRankFile({dir, "t"}, IdentityOf(1), {{"a", ArrayDType::kFloat32, &x, 1}});
   EXPECT_EQ(w.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(w.status().message().find(absl::StrCat("cannot write ", dir, "/t/rank_1.zts")),
             std::string::npos)
@@ -259,7 +272,7 @@ TEST(TagWriter, BadArrayNamesTheFile) {
   const std::string dir = TempDir("bad_array");
   ASSERT_TRUE(PrepareTag({dir, "t"}).ok());
   const float x = 1;
-  auto w = WriteRankFile({dir, "t"}, 0,
+  auto w = WriteRankFile({dir, "t"}, IdentityOf(0),
                          {{"a", ArrayDType::kFloat32, &x, 1}, {"a", ArrayDType::kFloat32, &x, 1}});
   EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(w.status().message().find(absl::StrCat("shard file ", dir, "/t/rank_0.zts: ")),

@@ -5,7 +5,11 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <random>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -88,11 +92,27 @@ absl::Status CheckStageOptions(const EngineOptions& o, const std::string& where)
                                                  " has no CUDA kernel; use Adam/AdamW on ",
                                                  o.device.str()));
   }
+  if (o.keep_last_checkpoints < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "keep_last_checkpoints is ",
+                                                   o.keep_last_checkpoints,
+                                                   "; it must be >= 0 (0 keeps every checkpoint)"));
+  }
   if (o.sharded_init != nullptr && o.stage != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, "a ShardedInit partitions for stage 3; this engine is stage ", o.stage));
   }
   return absl::OkStatus();
+}
+
+// A run's identity in its checkpoints (checkpoint/shard_identity.h): random, never 0 (0 marks
+// a format 1 checkpoint), and independent of LibTorch's generators, which training seeds.
+uint64_t NewRunId() {
+  std::random_device device;
+  const uint64_t time =
+      static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  const uint64_t id = ((static_cast<uint64_t>(device()) << 32) | device()) ^
+                      (time * 0x9E3779B97F4A7C15ull) ^ static_cast<uint64_t>(::getpid());
+  return id == 0 ? 1 : id;
 }
 
 }  // namespace
@@ -207,11 +227,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
 absl::Status Engine::CheckRanksAgree(const std::vector<ParamSignature>& params,
                                      const absl::Status& local) {
   const Fingerprint f = MakeFingerprint(options_, batch_, params);
-  const int k = static_cast<int>(f.parts.size()) + 1;  // the last entry: this rank's setup failed
+  // The fingerprints, then this rank's candidate run id, then whether its setup failed.
+  const int parts = static_cast<int>(f.parts.size());
+  const int k = parts + 2;
   const int world = group_->world_size();
   at::Tensor mine = at::empty({k}, at::kLong);
   int64_t* m = mine.data_ptr<int64_t>();
-  for (int i = 0; i + 1 < k; ++i) m[i] = static_cast<int64_t>(f.parts[i].second);
+  for (int i = 0; i < parts; ++i) m[i] = static_cast<int64_t>(f.parts[i].second);
+  m[parts] = static_cast<int64_t>(NewRunId());
   m[k - 1] = local.ok() ? 0 : 1;
   at::Tensor all = at::empty({k * world}, at::kLong);
   absl::Status s = group_->AllGather(mine, all);
@@ -220,6 +243,7 @@ absl::Status Engine::CheckRanksAgree(const std::vector<ParamSignature>& params,
     return absl::Status(s.code(), absl::StrCat("Engine::Create: comparing ranks: ", s.message()));
   }
   const int64_t* v = all.data_ptr<int64_t>();
+  run_id_ = static_cast<uint64_t>(v[parts]);  // rank 0's: one id for the whole run
   std::vector<int> failed;
   for (int r = 0; r < world; ++r) {
     if (v[r * k + k - 1] != 0) failed.push_back(r);
@@ -230,7 +254,7 @@ absl::Status Engine::CheckRanksAgree(const std::vector<ParamSignature>& params,
                      absl::StrJoin(failed, ","), " failed their own checks (see their errors)"));
   }
   std::vector<std::string> differ;
-  for (int i = 0; i + 1 < k; ++i) {
+  for (int i = 0; i < parts; ++i) {
     std::vector<int> ranks;
     for (int r = 1; r < world; ++r) {
       if (v[r * k + i] != v[i]) ranks.push_back(r);

@@ -148,23 +148,30 @@ class Engine {
     optimizer_->set_lr(lr);
   }
   double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr is called
+  // Random per Create, rank 0's on every rank: what this run's checkpoint files record.
+  uint64_t run_id() const { return run_id_; }
   absl::Status set_betas(double beta1, double beta2) { return optimizer_->set_betas(beta1, beta2); }
 
   // Training-state checkpoints (docs/CHECKPOINT.md), both collective. Save writes this rank's
-  // shard file into <dir>/<tag>/, then rank 0 the manifest and <dir>/latest; tag "" means
-  // "global_step<optimizer steps>". Call it after Step() at an accumulation boundary.
+  // shard file (recording run id, tag, step, rank, world size and stage) into <dir>/<tag>/, then
+  // rank 0 the manifest and <dir>/latest, then prunes old tags beyond
+  // options.keep_last_checkpoints; tag "" means "global_step<optimizer steps>". Call it after
+  // Step() at an accumulation boundary.
   absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
                               const std::map<std::string, std::string>& client_state = {});
   // Restores master weights, optimizer states (re-sliced for this world size and stage),
   // parameters, loss scaler, step counters, lr and, when the world size matches, this rank's CPU
-  // RNG; returns the client state saved with it. tag "" = the one <dir>/latest names.
+  // RNG; returns the client state saved with it. tag "" = the one <dir>/latest names. Every shard
+  // file must be the one the manifest lists (identity, and whole-file CRC32C, the ranks sharing
+  // the files between them); a misplaced file fails the load naming it.
   absl::StatusOr<std::map<std::string, std::string>> LoadCheckpoint(const std::string& dir,
                                                                     const std::string& tag = "");
 
  private:
   Engine() = default;
   // Exchanges fingerprints (and whether `local`, this rank's own setup check, failed) with every
-  // rank; returns `local`'s error, or one naming what differs across ranks.
+  // rank; returns `local`'s error, or one naming what differs across ranks. Sets run_id_ to
+  // rank 0's candidate, which travels in the same exchange.
   absl::Status CheckRanksAgree(const std::vector<ParamSignature>& params,
                                const absl::Status& local);
   // Frozen parameters and buffers from rank 0 (the store broadcasts the trainable ones).
@@ -208,6 +215,8 @@ class Engine {
   absl::Status WriteRankArrays(const checkpoint::TagLocation& at, std::vector<at::Tensor>* arrays,
                                checkpoint::WrittenFile* written) const;
   checkpoint::Manifest SaveManifest(const std::map<std::string, std::string>& client_state) const;
+  // Rank 0, after a save committed: options_.keep_last_checkpoints (a failure only warns).
+  void PruneOldTags(const std::string& dir) const;
 
   EngineOptions options_;
   BatchSizes batch_;
@@ -241,6 +250,7 @@ class Engine {
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0;
   double lr_ = 0;
+  uint64_t run_id_ = 0;
   std::unique_ptr<StepClock> clock_;  // laps at each call's start and end, and inside Step
   // The engine's own copies between the device and host memory (the group counts its staging).
   mutable comm::HostDeviceCopies host_copies_;

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/shard_file.h"
+#include "checkpoint/tag_retention.h"
 #include "checkpoint/tag_writer.h"
 #include "engine/engine.h"
 #include "tools/status_macros.h"
@@ -157,8 +158,20 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
           {r, v[3 * r + 1], static_cast<uint32_t>(v[3 * r + 2]), store_->SavesState(r)});
     }
     local = WithPrefix(checkpoint::CommitTag(at, SaveManifest(client_state), files), where);
+    if (local.ok()) PruneOldTags(dir);
   }
   return AgreeAllOk(local, where);
+}
+
+void Engine::PruneOldTags(const std::string& dir) const {
+  // The save is complete and `latest` names it: a tag that cannot be removed is worth a warning
+  // on every save, not a failed save.
+  auto removed = checkpoint::PruneTags(dir, options_.keep_last_checkpoints);
+  if (!removed.ok()) {
+    std::fprintf(stderr, "zerotrain: warning: keep_last_checkpoints %lld: %s\n",
+                 static_cast<long long>(options_.keep_last_checkpoints),
+                 std::string(removed.status().message()).c_str());
+  }
 }
 
 absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
@@ -197,7 +210,9 @@ absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
       saved.push_back({CudaRngArray(cuda[i]), ArrayDType::kBytes, cuda_rng[i].data_ptr<uint8_t>(),
                        cuda_rng[i].numel()});
     }
-    ZT_ASSIGN_OR_RETURN(*written, checkpoint::WriteRankFile(at, rank, saved));
+    const checkpoint::ShardIdentity identity{
+        run_id_, at.tag, optimizer_steps_, rank, group_->world_size(), options_.stage};
+    ZT_ASSIGN_OR_RETURN(*written, checkpoint::WriteRankFile(at, identity, saved));
   } catch (const c10::Error& e) {
     return absl::InternalError(e.what_without_backtrace());
   }
@@ -208,6 +223,7 @@ absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
 checkpoint::Manifest Engine::SaveManifest(
     const std::map<std::string, std::string>& client_state) const {
   checkpoint::Manifest m;
+  m.set_run_id(run_id_);
   m.set_world_size(group_->world_size());
   m.set_stage(options_.stage);
   m.set_precision(PrecisionName(options_.precision));
@@ -316,7 +332,9 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
         cuda_rng.emplace_back(d, *std::move(bytes));
       }
     }
-    return absl::OkStatus();
+    // Last, so that a damaged chunk is named by the read that met it; each rank reads its share
+    // of the files whole.
+    return reader->VerifyFileChecksums(rank, group_->world_size());
   }();
   local = WithPrefix(local, where);
   ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));

@@ -364,10 +364,9 @@ absl::StatusOr<std::string> BadInput() {
           : std::vector<std::string>{"rank(s) 0 failed"},
       "flipped data byte"));
   ZT_RETURN_IF_ERROR(
+      // Every rank opens every file's header (to check whose file it is).
       Expect(engine->LoadCheckpoint(bad("header")).status(),
-             rank == 1 ? std::vector<std::string>{"header/t/rank_1.zts", "header checksum mismatch"}
-                       : std::vector<std::string>{"rank(s) 1 failed"},
-             "flipped header byte"));
+             {"header/t/rank_1.zts", "header checksum mismatch"}, "flipped header byte"));
   ZT_RETURN_IF_ERROR(Expect(engine->LoadCheckpoint(bad("truncated")).status(),
                             {"truncated/t/rank_0.zts", "truncated"}, "truncated shard"));
   ZT_RETURN_IF_ERROR(Expect(engine->LoadCheckpoint(bad("newer")).status(),

@@ -113,6 +113,10 @@ struct EngineOptions {
   double adagrad_initial_accumulator = 0.0;  // torch's initial_accumulator_value
   optim::LambOptions lamb;
   TagValidation tag_validation = TagValidation::kWarn;
+  // After each successful save, rank 0 keeps this many checkpoint tags in the directory (the one
+  // `latest` names and the newest others) and removes older ones; 0 keeps all
+  // (checkpoint/tag_retention.h).
+  int64_t keep_last_checkpoints = 0;
   // Extension point: when set, the engine steps this optimizer instead of the built-in one.
   std::function<std::unique_ptr<ShardOptimizer>()> optimizer_factory;
 };
