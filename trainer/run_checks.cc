@@ -37,7 +37,8 @@ absl::Status CheckCheckpointDir(const RunOptions& run) {
 absl::Status CheckResume(const RunOptions& run) {
   if (run.resume_from.empty()) return absl::OkStatus();
   const std::string where = absl::StrCat("run.resume_from = \"", run.resume_from, "\": ");
-  // Opening checks the manifest and that every shard file is there with its recorded size.
+  // Opening checks the manifest and that every shard file is there, is the one it lists (run,
+  // step, rank: checkpoint/shard_identity.h) and has its recorded size.
   auto reader = checkpoint::CheckpointReader::Open(run.resume_from);
   if (!reader.ok())
     return absl::InvalidArgumentError(where + std::string(reader.status().message()));

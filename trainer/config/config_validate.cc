@@ -272,6 +272,7 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   out.effective.set_gradient_accumulation_steps(out.batch.gradient_accumulation_steps);
 
   ZT_RETURN_IF_ERROR(RunFromConfig(config, &out.run));
+  out.engine.keep_last_checkpoints = config.run().keep_last_checkpoints();
   ZT_ASSIGN_OR_RETURN(out.scheduler,
                       ScheduleFromConfig(config.scheduler(), engine::BuiltInLr(out.engine),
                                          out.run.steps, out.effective.mutable_scheduler()));

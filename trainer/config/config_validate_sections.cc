@@ -67,6 +67,10 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   if (r.sample_tokens() < 0) return Invalid("run.sample_tokens", r.sample_tokens(), "must be >= 0");
   if (r.output_dir().empty()) return Invalid("run.output_dir", "\"\"", "must name a directory");
   if (r.save_interval() < 0) return Invalid("run.save_interval", r.save_interval(), "must be >= 0");
+  if (r.keep_last_checkpoints() < 0) {
+    return Invalid("run.keep_last_checkpoints", r.keep_last_checkpoints(),
+                   "must be >= 0 (0 keeps every checkpoint)");
+  }
   if (c.steps_per_print() < 0) {
     return Invalid("steps_per_print", c.steps_per_print(), "must be >= 0 (0: no progress lines)");
   }

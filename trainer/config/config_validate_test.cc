@@ -372,6 +372,8 @@ TEST(ConfigValidate, MonitorsCommsAndRun) {
   // Unset, both are "auto": each rank resolves them against its GPUs (device_placement.h).
   EXPECT_EQ(Valid("").run.dist_backend, DistBackend::kAuto);
   EXPECT_EQ(Valid("").run.device, DeviceRequest::kAuto);
+  EXPECT_EQ(Valid("").engine.keep_last_checkpoints, 0);  // keep all
+  EXPECT_EQ(Valid("run { keep_last_checkpoints: 3 }").engine.keep_last_checkpoints, 3);
 }
 
 TEST(ConfigValidate, DeviceAndBackendSpellings) {
@@ -482,6 +484,8 @@ TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
   EXPECT_THAT(Error("checkpoint { load_universal: true }", StatusCode::kUnimplemented),
               HasSubstr("checkpoint.load_universal = true"));
   EXPECT_THAT(Error("run { save_interval: -1 }"), HasSubstr("run.save_interval = -1"));
+  EXPECT_THAT(Error("run { keep_last_checkpoints: -2 }"),
+              HasSubstr("run.keep_last_checkpoints = -2: must be >= 0"));
   EXPECT_THAT(Error("zero_optimization { reduce_bucket_size: 9223372036854775807 }"),
               HasSubstr("zero_optimization.reduce_bucket_size = 9223372036854775807"));
   // number_checkpoints divides by n_layer: a zero n_layer must be an error, not a crash.
