@@ -3,8 +3,10 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace zerotrain::comm {
 namespace {
@@ -58,13 +60,17 @@ absl::Status CallCheck::Agree(const OpDesc& op) {
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   absl::Status disagreement;
+  // Once the deadline has passed, the remaining peers are still read (without waiting), so the
+  // error names every rank that did not arrive, not only the first: a stopped rank or a cut link
+  // shows as its rank numbers.
+  std::vector<int> missing;
   for (int r = 0; r < world; ++r) {
     if (r == mesh_->rank()) continue;
     Signature theirs;
     absl::Status s = mesh_->Recv(r, theirs.data(), sizeof(theirs), deadline);
     if (absl::IsDeadlineExceeded(s)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "call check: rank ", r, " did not reach this call within ", timeout_.count(), " ms"));
+      missing.push_back(r);
+      continue;
     }
     if (!s.ok()) {
       return absl::AbortedError(
@@ -75,6 +81,14 @@ absl::Status CallCheck::Agree(const OpDesc& op) {
           absl::StrCat("ranks called different collectives: this rank called ", Describe(op),
                        ", rank ", r, " called ", Describe(OpOf(theirs, r, world))));
     }
+  }
+  if (!missing.empty()) {
+    // The mesh is out of step with the peers that did answer, which is why a failure latches the
+    // group (process_group.cc).
+    return absl::DeadlineExceededError(
+        absl::StrCat("call check: rank", missing.size() > 1 ? "s " : " ",
+                     absl::StrJoin(missing, ", "), " did not reach this call within ",
+                     timeout_.count(), " ms (stopped, hung, or unreachable over the network)"));
   }
   return disagreement;
 }

@@ -23,8 +23,8 @@ class CallCheck {
   static absl::StatusOr<std::unique_ptr<CallCheck>> Connect(const BackendContext& ctx);
 
   // OK when every rank's call equals `op`; otherwise FailedPrecondition naming the first differing
-  // rank's call, DeadlineExceeded naming a rank that did not call within the timeout, or Aborted
-  // naming a rank whose connection closed.
+  // rank's call, DeadlineExceeded naming every rank that did not call within the timeout (a
+  // stopped or hung process, a cut link), or Aborted naming a rank whose connection closed.
   absl::Status Agree(const OpDesc& op);
 
  private:

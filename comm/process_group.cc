@@ -5,14 +5,18 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "comm/backend.h"
 #include "comm/call_check.h"
+#include "comm/local_route.h"
+#include "comm/peer_probe.h"
 
 namespace zerotrain::comm {
 namespace {
@@ -51,6 +55,26 @@ absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
   return std::make_pair(shared.store, shared.groups++);
 }
 
+// A transfer that timed out: Gloo does not say for whom it waited, and in a ring every live rank
+// waits too, so the peers that no longer answer a ping are named (peer_probe.h).
+Work::Step NamingSilentPeers(Work::Step wait, std::shared_ptr<PeerProbe> probe,
+                             std::chrono::milliseconds timeout) {
+  if (!probe || !wait) return wait;
+  return [wait = std::move(wait), probe = std::move(probe), timeout]() -> absl::Status {
+    absl::Status s = wait();
+    if (!absl::IsDeadlineExceeded(s)) return s;
+    const auto grace = std::min<std::chrono::milliseconds>(timeout / 2, std::chrono::seconds(1));
+    const std::vector<int> silent = probe->Silent(grace);
+    const std::string who =
+        silent.empty()
+            ? std::string("every peer answered a liveness probe, so none is stopped or cut off")
+            : absl::StrCat("rank", silent.size() > 1 ? "s " : " ", absl::StrJoin(silent, ", "),
+                           " did not answer a liveness probe within ", grace.count(),
+                           " ms (stopped, hung or unreachable)");
+    return absl::Status(s.code(), absl::StrCat(s.message(), "; ", who));
+  };
+}
+
 bool SupportedDtype(at::ScalarType t) {
   switch (t) {
     case at::kFloat:
@@ -69,9 +93,13 @@ bool SupportedDtype(at::ScalarType t) {
 
 }  // namespace
 
+// The group's first failure, and what explains a transfer that timed out: the probe naming the
+// peers that stopped answering (null for one rank). Shared with the ops' steps, which may
+// outlive a call.
 struct ProcessGroup::FailureState {
   std::mutex mu;
   absl::Status first;
+  std::shared_ptr<PeerProbe> probe;
 };
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const RendezvousInfo& info,
@@ -94,6 +122,15 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const Rendezv
                  : options.backend == BackendKind::kShm ? MakeShmBackend(ctx)
                                                         : MakeNcclBackend(ctx);
   if (!backend.ok()) return backend.status();
+  std::shared_ptr<PeerProbe> probe;
+  if (info.world_size > 1) {
+    auto route = ChooseLocalRoute(info.master_addr, 0, "GLOO_SOCKET_IFNAME");
+    if (!route.ok()) return route.status();
+    ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "probe", shared->first);
+    auto connected = PeerProbe::Connect(ctx, route->address);
+    if (!connected.ok()) return connected.status();
+    probe = *std::move(connected);
+  }
   std::unique_ptr<CallCheck> check;
   if (options.check_calls) {
     ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "check", shared->first);
@@ -101,8 +138,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const Rendezv
     if (!connected.ok()) return connected.status();
     check = *std::move(connected);
   }
-  return std::unique_ptr<ProcessGroup>(
+  auto group = std::unique_ptr<ProcessGroup>(
       new ProcessGroup(info.rank, info.world_size, options, *std::move(backend), std::move(check)));
+  group->failure_->probe = std::move(probe);
+  return group;
 }
 
 ProcessGroup::ProcessGroup(int rank, int world_size, GroupOptions options,
@@ -244,7 +283,7 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
       if (s.ok() && transfers) {
         auto started = launch();
         if (started.ok()) {
-          step = std::move(started->wait);
+          step = NamingSilentPeers(std::move(started->wait), failure->probe, options_.timeout);
         } else {
           s = started.status();
         }
@@ -265,7 +304,8 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
     if (transfers) {
       auto transfer = launch();
       if (!transfer.ok()) return failed(transfer.status());
-      steps.push_back(std::move(transfer->wait));
+      steps.push_back(
+          NamingSilentPeers(std::move(transfer->wait), failure->probe, options_.timeout));
       on_stream.resize(steps.size());
       on_stream.back() = std::move(transfer->order_stream);
     }

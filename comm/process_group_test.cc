@@ -66,6 +66,57 @@ TEST(ProcessGroupFailure, RankThatNeverCallsTimesOutTheOthers) {
       outcomes[0], "DEADLINE_EXCEEDED: comm: reduce_scatter #0 (sum, 100 x Float) on rank 0 of 2");
 }
 
+// A rank stopped (SIGSTOP) keeps its sockets open, so only the timeout can tell: the others fail
+// within it, each naming the stopped rank and the collective it did not join.
+TEST(ProcessGroupFailure, StoppedRankIsNamedWithinTheTimeout) {
+  zerotrain::testing::SpawnOptions spawn;
+  spawn.deadline = 4 * kTimeout;  // then the stopped rank is killed
+  auto outcomes = SpawnRanks(
+      3,
+      [](int rank) -> absl::StatusOr<std::string> {
+        ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(ShortTimeout()));
+        at::Tensor t = at::ones({1000});
+        ZT_RETURN_IF_ERROR(group->AllReduce(t, ReduceOp::kSum));
+        if (rank == 2) raise(SIGSTOP);
+        return TimedFailure([&] { return group->AllGather(at::ones({10}), at::empty({30})); });
+      },
+      spawn);
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);
+    ExpectFailedInTime(outcomes[rank], absl::StrCat("DEADLINE_EXCEEDED: comm: all_gather #1 (30 x "
+                                                    "Float) on rank ",
+                                                    rank, " of 3"));
+    ExpectFailedInTime(outcomes[rank], "call check: rank 2 did not reach this call within 3000 ms");
+    const double seconds = std::stod(outcomes[rank].payload);
+    EXPECT_GE(seconds, 0.9 * kTimeout.count() / 1000.0) << "failed before the timeout";
+  }
+}
+
+// Without the call check the transfer itself times out, and Gloo does not say for whom it
+// waited; the peers that no longer answer a liveness ping are named instead.
+TEST(ProcessGroupFailure, StoppedRankIsNamedWhenTheTransferTimesOut) {
+  zerotrain::testing::SpawnOptions spawn;
+  spawn.deadline = 4 * kTimeout;  // then the stopped rank is killed
+  auto outcomes = SpawnRanks(
+      3,
+      [](int rank) -> absl::StatusOr<std::string> {
+        GroupOptions options = ShortTimeout();
+        options.check_calls = false;
+        ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(options));
+        at::Tensor t = at::ones({1000});
+        ZT_RETURN_IF_ERROR(group->AllReduce(t, ReduceOp::kSum));
+        if (rank == 2) raise(SIGSTOP);
+        return TimedFailure([&] { return group->AllReduce(t, ReduceOp::kSum); });
+      },
+      spawn);
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);
+    ExpectFailedInTime(outcomes[rank],
+                       absl::StrCat("all_reduce #1 (sum, 1000 x Float) on rank ", rank, " of 3"));
+    ExpectFailedInTime(outcomes[rank], "; rank 2 did not answer a liveness probe");
+  }
+}
+
 TEST(ProcessGroupFailure, RendezvousWithAMissingRankTimesOut) {
   auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
     if (rank == 1) return std::string("0|absent");

@@ -3,7 +3,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -19,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "comm/local_route.h"
 
 namespace zerotrain::comm {
 namespace {
@@ -32,30 +32,6 @@ absl::Status Errno(const std::string& what) {
 int Remaining(TcpMesh::Deadline deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
-}
-
-// The local IPv4 address that routes to `master` (no packet is sent), so peers on other hosts
-// can reach our listener; loopback when the master is local.
-absl::StatusOr<std::string> LocalAddressToward(const std::string& master) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  if (getaddrinfo(master.c_str(), "9", &hints, &res) != 0 || res == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot resolve MASTER_ADDR '", master, "'"));
-  }
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  const int rc = connect(fd, res->ai_addr, res->ai_addrlen);
-  freeaddrinfo(res);
-  sockaddr_in local{};
-  socklen_t len = sizeof(local);
-  if (rc != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
-    close(fd);
-    return Errno("finding the local address toward " + master);
-  }
-  close(fd);
-  char text[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
-  return std::string(text);
 }
 
 // Closes the listening socket on every way out of Connect.
@@ -112,8 +88,10 @@ absl::StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const BackendContext& 
   std::vector<int> fds(ctx.world_size, -1);
   std::unique_ptr<TcpMesh> mesh(new TcpMesh(ctx.rank, fds));
   if (ctx.world_size == 1) return mesh;
-  auto host = LocalAddressToward(ctx.master_addr);
-  if (!host.ok()) return host.status();
+  // The address Gloo binds too (gloo_backend.cc): reachable from MASTER_ADDR's machine.
+  auto route = ChooseLocalRoute(ctx.master_addr, 0, "GLOO_SOCKET_IFNAME");
+  if (!route.ok()) return route.status();
+  const std::string* host = &route->address;
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   if (listener < 0) return Errno("socket");
   ListenerGuard guard{listener};
@@ -133,7 +111,11 @@ absl::StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const BackendContext& 
       ctx.store->wait({key}, ctx.timeout);
       std::vector<uint8_t> value = ctx.store->get(key);
       auto fd = ConnectTo(std::string(value.begin(), value.end()), deadline);
-      if (!fd.ok()) return fd.status();
+      if (!fd.ok()) {
+        return absl::Status(
+            fd.status().code(),
+            absl::StrCat("rank ", peer, ": ", fd.status().message(), "; ", RouteHint(*route)));
+      }
       mesh->fds_[peer] = *fd;
       const int32_t me = ctx.rank;
       absl::Status s = mesh->Send(peer, &me, sizeof(me));
@@ -145,9 +127,9 @@ absl::StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Connect(const BackendContext& 
   for (int accepted = 0; accepted < ctx.rank; ++accepted) {  // the lower ranks connect to us
     pollfd p{listener, POLLIN, 0};
     if (poll(&p, 1, Remaining(deadline)) <= 0) {
-      return absl::DeadlineExceededError(absl::StrCat("only ", accepted, " of the ", ctx.rank,
-                                                      " lower ranks connected within ",
-                                                      ctx.timeout.count(), " ms"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("only ", accepted, " of the ", ctx.rank, " lower ranks connected within ",
+                       ctx.timeout.count(), " ms; ", RouteHint(*route)));
     }
     int fd = accept(listener, nullptr, nullptr);
     int32_t peer = -1;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -154,6 +155,7 @@ int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
     comm::GroupOptions options;
     options.log_ops = config.comms_logger.enabled;
     options.check_calls = config.run.check_calls;
+    options.timeout = std::chrono::seconds(config.run.comm_timeout_s);
     options.backend = BackendKind(config.run.dist_backend);
     ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(*info, options));
     LogEachOp(config.comms_logger, group.get());
@@ -196,6 +198,10 @@ int Main(int argc, char** argv) {
     if (absl::EndsWith(flags->config, ".json"))
       message += " (a DeepSpeed JSON file goes to --ds_config)";
     return Fail(kBadInput, message);
+  }
+  // Ranks inherit the launcher's environment, so each resolves the same timeout.
+  if (absl::Status s = ApplyDeepSpeedTimeout(std::getenv("DEEPSPEED_TIMEOUT"), &*proto); !s.ok()) {
+    return Fail(kBadInput, std::string(s.message()));
   }
   auto world = WorldSize(*flags);
   if (!world.ok()) return Fail(kBadInput, std::string(world.status().message()));

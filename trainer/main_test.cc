@@ -439,6 +439,10 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
        {{"run", "run { steps: 3 output_dir: \"" + root + "/out6\" device: \"tpu\" }"}},
        {},
        "run.device = \"tpu\""},
+      {"comm_timeout",
+       {{"run", "run { steps: 3 output_dir: \"" + root + "/out7\" comm_timeout_s: 0 }"}},
+       {},
+       "run.comm_timeout_s = 0: must be in [1, 86400] seconds"},
       {"earlier_checkpoints",
        {{"run", "run { steps: 3 save_interval: 1 output_dir: \"" + root + "/earlier\" }"}},
        {},
@@ -456,6 +460,38 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(out_dir)) << "wrote " << out_dir;
     EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+// DeepSpeed's variable, in minutes, fills run.comm_timeout_s when the config leaves it unset;
+// a malformed one is bad input before any rank starts.
+TEST(MainTest, DeepSpeedTimeoutFillsAnUnsetCommTimeout) {
+  const std::string dir = Dir("ds_timeout");
+  const std::string out_dir = dir + "/out";
+  const std::string unset = WriteConfig(Dir("ds_timeout_unset"), out_dir, 3);
+  Result r =
+      RunMain({"--config=" + unset, "--print_config"}, dir, nullptr, {"DEEPSPEED_TIMEOUT=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("comm_timeout_s: 120\n"), std::string::npos) << r.out;
+  r = RunMain({"--config=" + unset, "--print_config"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("comm_timeout_s: 300\n"), std::string::npos) << r.out;
+  const std::string set =
+      WriteConfig(dir, out_dir, 3,
+                  {{"run", "run { steps: 3 output_dir: \"" + out_dir + "\" comm_timeout_s: 9 }"}});
+  r = RunMain({"--config=" + set, "--print_config"}, dir, nullptr, {"DEEPSPEED_TIMEOUT=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("comm_timeout_s: 9\n"), std::string::npos) << r.out;
+  for (const char* bad : {"ten", "0", "2.5"}) {
+    SCOPED_TRACE(bad);
+    r = RunMain({"--config=" + unset}, dir, nullptr, {std::string("DEEPSPEED_TIMEOUT=") + bad});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(
+        r.err.find(std::string("DEEPSPEED_TIMEOUT='") + bad + "' is not a whole number of minutes"),
+        std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out_dir));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/status_macros.h"
@@ -122,6 +123,20 @@ absl::StatusOr<TrainerConfigProto> LoadConfigProto(const ConfigSources& sources,
   config.MergeFrom(ds.config);
   ZT_RETURN_IF_ERROR(ResolveAutoFields(ds.auto_fields, sources.ds_json_path, &config));
   return config;
+}
+
+absl::Status ApplyDeepSpeedTimeout(const char* value, TrainerConfigProto* config) {
+  if (value == nullptr || config->run().has_comm_timeout_s()) return absl::OkStatus();
+  constexpr int64_t kMaxMinutes = 24 * 60;  // run.comm_timeout_s's limit
+  int64_t minutes = 0;
+  if (!absl::SimpleAtoi(value, &minutes) || minutes < 1 || minutes > kMaxMinutes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DEEPSPEED_TIMEOUT='", value,
+        "' is not a whole number of minutes in [1, 1440]; unset it or set run.comm_timeout_s "
+        "(seconds) in the config"));
+  }
+  config->mutable_run()->set_comm_timeout_s(minutes * 60);
+  return absl::OkStatus();
 }
 
 std::string PrintConfig(const TrainerConfigProto& config) {

@@ -28,6 +28,12 @@ absl::StatusOr<TrainerConfigProto> LoadConfigProto(const ConfigSources& sources,
 // is zerotrain's own format, where a misspelt key is a mistake rather than another tool's key.
 absl::StatusOr<TrainerConfigProto> ParsePbtxt(const std::string& text, const std::string& file);
 
+// DeepSpeed's DEEPSPEED_TIMEOUT (whole minutes; `value` is the variable's text, nullptr when unset)
+// becomes run.comm_timeout_s when the config leaves that field unset; the config wins otherwise.
+// A value that is not a whole number of minutes in [1, 1440] is InvalidArgument naming the
+// variable and its value.
+absl::Status ApplyDeepSpeedTimeout(const char* value, TrainerConfigProto* config);
+
 // The built-in trainer/configs/default.pbtxt.
 std::string DefaultConfigPbtxt();
 

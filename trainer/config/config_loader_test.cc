@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "trainer/config/config_validate.h"
 
 namespace zerotrain::trainer {
@@ -320,6 +321,32 @@ TEST(ConfigLoader, DeprecatedFilesLoad) {
   EXPECT_EQ(legacy.zero_optimization().allgather_bucket_size(), 50000000);
   absl::StatusOr<TrainerConfig> v = ValidateConfig(d, 2, &warnings);
   EXPECT_TRUE(v.ok()) << v.status();
+}
+
+TEST(ConfigLoader, DeepSpeedTimeoutIsMinutesAndOnlyFillsAnUnsetField) {
+  std::vector<std::string> warnings;
+  // The JSON path leaves run.comm_timeout_s unset, so the variable reaches it.
+  TrainerConfigProto json = Load({"", std::string(kConfigs) + "stage2.json"}, &warnings);
+  EXPECT_FALSE(json.run().has_comm_timeout_s());
+  ASSERT_TRUE(ApplyDeepSpeedTimeout("7", &json).ok());
+  EXPECT_EQ(json.run().comm_timeout_s(), 7 * 60);
+  absl::StatusOr<TrainerConfig> v = ValidateConfig(json, 2, &warnings);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->run.comm_timeout_s, 420);
+  EXPECT_THAT(PrintConfig(v->effective), HasSubstr("comm_timeout_s: 420"));
+
+  TrainerConfigProto set = *ParsePbtxt("run { comm_timeout_s: 12 }", "t.pbtxt");
+  ASSERT_TRUE(ApplyDeepSpeedTimeout("7", &set).ok());
+  EXPECT_EQ(set.run().comm_timeout_s(), 12);  // the config wins
+  TrainerConfigProto unset;
+  ASSERT_TRUE(ApplyDeepSpeedTimeout(nullptr, &unset).ok());
+  EXPECT_FALSE(unset.run().has_comm_timeout_s());
+  for (const char* bad : {"", "abc", "0", "-3", "1.5", "1441"}) {
+    absl::Status s = ApplyDeepSpeedTimeout(bad, &unset);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat("DEEPSPEED_TIMEOUT='", bad,
+                                       "' is not a whole number of minutes in [1, 1440]")));
+  }
 }
 
 }  // namespace

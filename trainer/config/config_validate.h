@@ -36,10 +36,11 @@ struct RunOptions {
   int64_t eval_iters = 0;     // micro-batches per eval loss
   int64_t steps_per_print = 0;
   bool wall_clock_breakdown = false;
-  int64_t sample_tokens = 0;  // generated after training; 0 = none
-  int64_t save_interval = 0;  // checkpoints into <output_dir>/checkpoints; 0 = none
-  std::string resume_from;    // a checkpoint directory to continue from; "" = fresh start
-  bool check_calls = true;    // comm::GroupOptions::check_calls
+  int64_t sample_tokens = 0;     // generated after training; 0 = none
+  int64_t save_interval = 0;     // checkpoints into <output_dir>/checkpoints; 0 = none
+  std::string resume_from;       // a checkpoint directory to continue from; "" = fresh start
+  bool check_calls = true;       // comm::GroupOptions::check_calls
+  int64_t comm_timeout_s = 300;  // comm::GroupOptions::timeout
   DeviceRequest device = DeviceRequest::kAuto;
   // As configured; a rank's copy holds the resolved backend (never kAuto) once placed.
   DistBackend dist_backend = DistBackend::kAuto;

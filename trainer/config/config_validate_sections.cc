@@ -85,6 +85,12 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   run->save_interval = r.save_interval();
   run->resume_from = r.resume_from();
   run->check_calls = r.check_calls();
+  constexpr int64_t kMaxCommTimeout = 24 * 3600;  // comm::GroupOptions' limit
+  if (r.comm_timeout_s() < 1 || r.comm_timeout_s() > kMaxCommTimeout) {
+    return Invalid("run.comm_timeout_s", r.comm_timeout_s(),
+                   "must be in [1, 86400] seconds (the longest a collective may wait for a peer)");
+  }
+  run->comm_timeout_s = r.comm_timeout_s();
   const std::string device = absl::AsciiStrToLower(r.device());
   if (device == "auto") {
     run->device = DeviceRequest::kAuto;

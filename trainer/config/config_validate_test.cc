@@ -376,6 +376,16 @@ TEST(ConfigValidate, MonitorsCommsAndRun) {
   EXPECT_EQ(Valid("run { keep_last_checkpoints: 3 }").engine.keep_last_checkpoints, 3);
 }
 
+TEST(ConfigValidate, CommTimeoutIsSecondsUpToADay) {
+  EXPECT_EQ(Valid("").run.comm_timeout_s, 300);
+  EXPECT_EQ(Valid("run { comm_timeout_s: 1 }").run.comm_timeout_s, 1);
+  EXPECT_EQ(Valid("run { comm_timeout_s: 86400 }").run.comm_timeout_s, 86400);
+  EXPECT_THAT(Error("run { comm_timeout_s: 0 }"),
+              HasSubstr("run.comm_timeout_s = 0: must be in [1, 86400] seconds"));
+  EXPECT_THAT(Error("run { comm_timeout_s: 86401 }"),
+              HasSubstr("run.comm_timeout_s = 86401: must be in [1, 86400] seconds"));
+}
+
 TEST(ConfigValidate, DeviceAndBackendSpellings) {
   const std::pair<const char*, DeviceRequest> devices[] = {
       {"auto", DeviceRequest::kAuto}, {"cuda", DeviceRequest::kCuda}, {"CPU", DeviceRequest::kCpu}};
