@@ -8,17 +8,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "comm/rendezvous.h"
+#include "comm/tcp_port.h"
 
 extern char** environ;
 
@@ -27,6 +32,15 @@ namespace {
 
 constexpr char kLauncherPidVar[] = "ZT_LAUNCHER_PID";
 constexpr char kErrorFileVar[] = "ZT_ERROR_FILE";
+constexpr char kJobIdVar[] = "ZT_JOB_ID";
+constexpr int kMultiNodePort = 29500;
+
+// Words with which a rank's error says only that other ranks failed: the engine's agreement checks
+// ("rank(s) 1 failed (see their errors)"), comm's call check on a dead peer, and a group's latch
+// after a failure. Such an error is reported only when no rank gave one of its own.
+constexpr absl::string_view kPeerFailureWords[] = {
+    "see their errors", "is gone (exited or crashed)", "unusable after an earlier failure",
+    "closed the connection"};
 
 volatile sig_atomic_t g_signal = 0;
 void RecordSignal(int signo) { g_signal = signo; }
@@ -48,20 +62,61 @@ absl::Status CheckOptions(const LaunchOptions& o) {
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     return bad("node_rank", absl::StrCat(o.node_rank, " (nnodes=", o.nnodes, ")"));
   }
-  if (o.master_port < 1 || o.master_port > 65535) {
+  if (o.master_port < 0 || o.master_port > 65535) {
     return bad("master_port", std::to_string(o.master_port));
   }
   if (o.master_addr.empty()) return bad("master_addr", "\"\"");
   return absl::OkStatus();
 }
 
+// The port the ranks meet at; on the node that hosts the store, checked free before any rank
+// starts, so that a port in use is one line at once instead of a rank failing after start-up.
+absl::StatusOr<int> StorePort(const LaunchOptions& o) {
+  if (o.master_port == 0 && o.nnodes == 1) {
+    auto port = PickFreePort();
+    if (!port.ok()) return absl::InternalError(absl::StrCat("launcher: ", port.status().message()));
+    return *port;
+  }
+  const int port = o.master_port == 0 ? kMultiNodePort : o.master_port;
+  if (o.node_rank != 0) return port;
+  if (absl::IsFailedPrecondition(CheckPortFree(port))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "launcher: port ", port, " (--master_port) is in use on this machine (another job?); pass ",
+        "--master_port=PORT to choose a free one",
+        o.nnodes == 1 ? ", or leave it out to get one" : ""));
+  }
+  return port;
+}
+
+// See LaunchOptions::job_id.
+std::string JobId(const LaunchOptions& o) {
+  if (!o.job_id.empty()) return o.job_id;
+  if (const char* id = std::getenv(kJobIdVar); id != nullptr && *id != '\0') return id;
+  if (o.nnodes > 1) {
+    const std::string id = JobIdFromEnv([](const char* name) { return std::getenv(name); });
+    return !id.empty() ? id : absl::StrCat(o.master_addr, ":", o.master_port);
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, 5, "host");
+  std::random_device random;
+  return absl::StrCat(host, "-", getpid(), "-", absl::Hex(random(), absl::kZeroPad8));
+}
+
+bool EchoesPeerFailure(const std::string& message) {
+  for (absl::string_view words : kPeerFailureWords) {
+    if (absl::StrContains(message, words)) return true;
+  }
+  return false;
+}
+
 // The parent's environment without the variables that place a process in a job (ours replace
-// them; getenv would return the first of two), plus this rank's.
+// them; getenv would return the first of two), plus this rank's. `o` has the resolved port and
+// job id.
 std::vector<std::string> RankEnv(const LaunchOptions& o, int local_rank, const std::string& error) {
   constexpr absl::string_view kPlacement[] = {
       "RANK=",         "LOCAL_RANK=",    "WORLD_SIZE=",      "LOCAL_WORLD_SIZE=",
       "MASTER_ADDR=",  "MASTER_PORT=",   "OMPI_COMM_WORLD_", "SLURM_PROCID=",
-      "SLURM_NTASKS=", "SLURM_LOCALID=", kErrorFileVar};
+      "SLURM_NTASKS=", "SLURM_LOCALID=", kErrorFileVar,      "ZT_JOB_ID="};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const absl::string_view kv(*e);
@@ -85,6 +140,7 @@ std::vector<std::string> RankEnv(const LaunchOptions& o, int local_rank, const s
   env.push_back(absl::StrCat("MASTER_PORT=", o.master_port));
   env.push_back(absl::StrCat(kLauncherPidVar, "=", getpid()));
   env.push_back(absl::StrCat(kErrorFileVar, "=", error));
+  env.push_back(absl::StrCat(kJobIdVar, "=", o.job_id));
   return env;
 }
 
@@ -136,12 +192,20 @@ void SignalAll(std::vector<Rank>& ranks, int signo) {
   }
 }
 
-// Reaps ranks until all are gone; the first failure (or a forwarded signal) stops the rest.
+struct Failure {
+  absl::Status status;
+  bool echo = false;  // only reports that other ranks failed
+};
+
+// Reaps ranks until all are gone. The first failure (or a forwarded signal) stops the rest; when
+// that failure only echoes another rank's, the others get peer_failure_wait to end on their own
+// first, and a rank's own error found meanwhile is the one returned.
 absl::Status Supervise(const LaunchOptions& o, std::vector<Rank>& ranks, int first_global_rank) {
   using Clock = std::chrono::steady_clock;
-  absl::Status result;
+  absl::Status cancelled;
+  std::optional<Failure> reported;
   bool stopping = false, killed = false;
-  Clock::time_point kill_at;
+  Clock::time_point kill_at, stop_at = Clock::time_point::max();
   auto stop = [&](int signo) {
     SignalAll(ranks, signo);
     stopping = true;
@@ -149,8 +213,9 @@ absl::Status Supervise(const LaunchOptions& o, std::vector<Rank>& ranks, int fir
   };
   for (int running = static_cast<int>(ranks.size()); running > 0;) {
     if (const int signo = g_signal; signo != 0 && !stopping) {
-      result = absl::CancelledError(absl::StrCat("launcher: stopped by signal ", signo, " (",
-                                                 strsignal(signo), "), forwarded to every rank"));
+      cancelled =
+          absl::CancelledError(absl::StrCat("launcher: stopped by signal ", signo, " (",
+                                            strsignal(signo), "), forwarded to every rank"));
       stop(signo);
     }
     for (Rank& r : ranks) {
@@ -162,28 +227,39 @@ absl::Status Supervise(const LaunchOptions& o, std::vector<Rank>& ranks, int fir
       --running;
       // got < 0 (ECHILD): reaped by someone else, so how it ended is unknown: not a success.
       const bool failed = got < 0 || !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && !stopping) {
-        const std::string message = RankError(r);
-        result = absl::AbortedError(
-            absl::StrCat("rank ", first_global_rank + r.rank, " (pid ", r.pid, ") ",
-                         got < 0 ? "ended with an unknown status" : HowItEnded(status),
-                         message.empty() ? "" : ": ", message));
+      if (!failed || stopping) continue;
+      const std::string message = RankError(r);
+      Failure f{absl::AbortedError(
+                    absl::StrCat("rank ", first_global_rank + r.rank, " (pid ", r.pid, ") ",
+                                 got < 0 ? "ended with an unknown status" : HowItEnded(status),
+                                 message.empty() ? "" : ": ", message)),
+                EchoesPeerFailure(message)};
+      if (!reported || (reported->echo && !f.echo)) reported = f;
+      if (!f.echo) {
         stop(SIGTERM);
+      } else if (stop_at == Clock::time_point::max()) {
+        stop_at = Clock::now() + std::min(o.peer_failure_wait, o.grace);
       }
     }
+    if (!stopping && Clock::now() >= stop_at) stop(SIGTERM);
     if (stopping && !killed && Clock::now() >= kill_at) {
       SignalAll(ranks, SIGKILL);
       killed = true;
     }
     if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return result;
+  return reported ? reported->status : cancelled;
 }
 
 }  // namespace
 
-absl::Status LaunchRanks(const LaunchOptions& options) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+absl::Status LaunchRanks(const LaunchOptions& requested) {
+  if (absl::Status s = CheckOptions(requested); !s.ok()) return s;
+  auto port = StorePort(requested);
+  if (!port.ok()) return port.status();
+  LaunchOptions options = requested;
+  options.master_port = *port;
+  options.job_id = JobId(options);
   char dir_template[] = "/tmp/zerotrain-launch-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) {
     return absl::InternalError(absl::StrCat("launcher: mkdtemp in /tmp: ", std::strerror(errno)));

@@ -4,6 +4,8 @@
 // supervises them as torchrun does: SIGINT/SIGTERM are forwarded to every rank, and when one rank
 // fails the others are stopped (SIGTERM, then SIGKILL after a grace period) and the launcher
 // returns that rank's own error message, which the rank left in the file named by ZT_ERROR_FILE.
+// Each job gets an id (ZT_JOB_ID in every rank), which the rendezvous compares, so ranks of two
+// jobs that share a machine never meet; a single-node job picks a free port of its own.
 #pragma once
 
 #include <chrono>
@@ -19,16 +21,28 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  // 0: a free port when nnodes == 1 (as torchrun's standalone mode), else 29500. The node that
+  // hosts the store (node_rank 0) checks that the port is free before it starts any rank.
+  int master_port = 0;
+  // The job's id for the rendezvous; "" = ZT_JOB_ID if set, else a new one per launch on one node,
+  // and on several nodes Slurm's job (and step) id or else MASTER_ADDR:MASTER_PORT, which every
+  // node's launcher can derive alike (set ZT_JOB_ID on every node to name the job yourself).
+  std::string job_id;
   std::string program = "/proc/self/exe";  // what each rank runs
   std::vector<std::string> args;           // argv[1..] of every rank
   // How long stopped ranks get between SIGTERM and SIGKILL.
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
+  // When the first rank to fail says only that other ranks failed ("see their errors"), how long
+  // the others are left to end on their own before they are stopped, so that the rank whose
+  // error started it is the one reported.
+  std::chrono::milliseconds peer_failure_wait{std::chrono::seconds(3)};
 };
 
 // Runs this node's ranks and waits for them. OK when every rank exits 0; otherwise Aborted with
-// the first failing rank, how it ended and its error message; Cancelled when a forwarded
-// SIGINT/SIGTERM ended the job. Invalid options are InvalidArgument naming the option.
+// the first failing rank, how it ended and its error message (a rank's own error is preferred to
+// one that only echoes another rank's failure); Cancelled when a forwarded SIGINT/SIGTERM ended
+// the job. Invalid options, and a port in use, are InvalidArgument naming the option; no rank is
+// started then.
 absl::Status LaunchRanks(const LaunchOptions& options);
 
 // True in a process started by LaunchRanks.

@@ -1,11 +1,14 @@
 // Runs launcher_testee as a launcher in its own process and checks what a user of
 // `--nproc_per_node` relies on: the rank environment, that one failing rank stops the others
-// within seconds with that rank's error, and that SIGINT/SIGTERM reach every rank.
+// within seconds with that rank's error (its own, not another's echo of it), that SIGINT/SIGTERM
+// reach every rank, and that a one-node job gets a free port and a job id of its own.
 #include "comm/launcher.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +20,10 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "comm/tcp_port.h"
 #include "gtest/gtest.h"
 
 namespace zerotrain::comm {
@@ -96,6 +102,63 @@ TEST(LauncherTest, FailingRankStopsTheOthersAndItsErrorIsReported) {
       << run.stderr_text;
   EXPECT_TRUE(std::filesystem::exists(dir + "/rank2.got" + std::to_string(SIGTERM)));
   EXPECT_LT(run.seconds, 10.0);  // rank 2 would otherwise sleep 60 s
+}
+
+// The rank that failed on its own is reported, not the one that failed first saying only that
+// another rank failed.
+TEST(LauncherTest, ReportsTheRanksOwnErrorRatherThanAnEcho) {
+  const std::string dir = TempDir("echo");
+  const LauncherRun run = RunLauncher("echo", dir);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.stderr_text.find("rank 3 (pid "), std::string::npos) << run.stderr_text;
+  EXPECT_NE(run.stderr_text.find("could not open /data/shard7"), std::string::npos)
+      << run.stderr_text;
+  EXPECT_EQ(run.stderr_text.find("see their errors"), std::string::npos) << run.stderr_text;
+}
+
+// One node without a port: each launch picks a free port and a job id of its own, the same for
+// both of its ranks.
+TEST(LauncherTest, StandaloneJobPicksAFreePortAndAJobId) {
+  std::vector<std::string> ports, jobs;
+  for (const std::string name : {"standalone_a", "standalone_b"}) {
+    const std::string dir = TempDir(name);
+    const LauncherRun run = RunLauncher("standalone", dir);
+    ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+    EXPECT_EQ(ReadFile(dir + "/rank0.port"), ReadFile(dir + "/rank1.port"));
+    EXPECT_EQ(ReadFile(dir + "/rank0.job"), ReadFile(dir + "/rank1.job"));
+    ports.push_back(ReadFile(dir + "/rank0.port"));
+    jobs.push_back(ReadFile(dir + "/rank0.job"));
+    const int port = std::stoi(ports.back());
+    EXPECT_GT(port, 0);
+    EXPECT_NE(port, 29500);
+    EXPECT_TRUE(CheckPortFree(port).ok());  // the launcher's probe left nothing bound
+    EXPECT_FALSE(jobs.back().empty());
+  }
+  EXPECT_NE(jobs[0], jobs[1]);
+}
+
+// A port held by another process: one line naming it and the flag, before any rank starts.
+TEST(LauncherTest, RefusesAPortInUseBeforeStartingRanks) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  LaunchOptions o;
+  o.program = "/nonexistent/rank";  // starting a rank would be a different error
+  o.master_port = port;
+  const absl::Status s = LaunchRanks(o);
+  close(fd);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find(absl::StrCat("port ", port, " (--master_port) is in use")),
+            absl::string_view::npos)
+      << s;
+  EXPECT_NE(s.message().find("pass --master_port=PORT"), absl::string_view::npos) << s;
+  EXPECT_EQ(s.message().find('\n'), absl::string_view::npos) << s;
 }
 
 TEST(LauncherTest, ForwardsSigintToEveryRank) {

@@ -1,6 +1,8 @@
 // The program launcher_test starts: run plainly, it launches 2 ranks of itself with LaunchRanks
-// and exits 0 (all ranks fine), 1 (a rank failed) or 3 (stopped by a signal), printing the
-// launcher's error; as a rank it does what argv[1] says, leaving evidence in the directory argv[2].
+// (global ranks 2 and 3 of 4 on port 29123, or in mode "standalone" ranks 0 and 1 of a one-node
+// job on a port of the launcher's choosing) and exits 0 (all ranks fine), 1 (a rank failed) or 3
+// (stopped by a signal), printing the launcher's error; as a rank it does what argv[1] says,
+// leaving evidence in the directory argv[2].
 #include <signal.h>
 #include <unistd.h>
 
@@ -37,7 +39,19 @@ int RunRank(const std::string& mode) {
               std::getenv("OMP_NUM_THREADS"));
     return 0;
   }
-  if (mode == "fail" && std::string(std::getenv("LOCAL_RANK")) == "1") {
+  if (mode == "standalone") {
+    Write("rank" + rank + ".port", std::getenv("MASTER_PORT"));
+    Write("rank" + rank + ".job", std::getenv("ZT_JOB_ID"));
+    return 0;
+  }
+  // "echo": the first rank to fail only reports the other's failure, as the engine's agreement
+  // checks do; the rank that failed on its own ends 300 ms later.
+  if (mode == "echo" && std::string(std::getenv("LOCAL_RANK")) == "0") {
+    zerotrain::comm::ReportRankError(
+        "Engine::Create on rank 2: rank(s) 3 failed (see their errors)");
+    return 1;
+  }
+  if ((mode == "fail" || mode == "echo") && std::string(std::getenv("LOCAL_RANK")) == "1") {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     zerotrain::comm::ReportRankError("could not open /data/shard7: No such file");
     return 3;
@@ -58,9 +72,11 @@ int main(int argc, char** argv) {
   if (zerotrain::comm::LaunchedByLauncher()) return RunRank(argv[1]);
   zerotrain::comm::LaunchOptions options;
   options.nproc_per_node = 2;
-  options.nnodes = 2;
-  options.node_rank = 1;  // global ranks 2 and 3 of 4
-  options.master_port = 29123;
+  if (std::string(argv[1]) != "standalone") {
+    options.nnodes = 2;
+    options.node_rank = 1;  // global ranks 2 and 3 of 4
+    options.master_port = 29123;
+  }
   options.grace = std::chrono::seconds(2);
   options.args = {argv[1], argv[2]};
   const absl::Status s = zerotrain::comm::LaunchRanks(options);

@@ -10,13 +10,17 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/backend.h"
 #include "comm/call_check.h"
 #include "comm/local_route.h"
 #include "comm/peer_probe.h"
+#include "comm/tcp_port.h"
+#include "tools/status_macros.h"
 
 namespace zerotrain::comm {
 namespace {
@@ -28,6 +32,44 @@ struct SharedStore {
   int groups = 0;
 };
 
+// The line for a store that cannot be hosted because its port is taken: at once, without the
+// timeout (nothing was waited for), saying how to choose another port.
+absl::Status PortInUse(const RendezvousInfo& info, const std::string& where) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "rendezvous: rank 0 cannot host the store at ", where, ": port ", info.master_port,
+      " is in use (another job?); pass --master_port=PORT to the launcher (or MASTER_PORT=PORT) "
+      "to choose a free one"));
+}
+
+// Rank 0 leaves its job id in the store; the others compare theirs with it, so that a rank of
+// another job (two jobs given the same port) is refused before it writes anything there.
+absl::Status CheckSameJob(c10d::Store& store, const RendezvousInfo& info,
+                          const std::string& where) {
+  constexpr char kJobKey[] = "zt/job_id";
+  auto named = [](const std::string& id) {
+    return id.empty() ? std::string("(unnamed)") : absl::StrCat("\"", id, "\"");
+  };
+  try {
+    if (info.rank == 0) {
+      store.set(kJobKey, std::vector<uint8_t>(info.job_id.begin(), info.job_id.end()));
+      return absl::OkStatus();
+    }
+    const std::vector<uint8_t> value = store.get(kJobKey);
+    const std::string theirs(value.begin(), value.end());
+    if (theirs == info.job_id) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("rendezvous: rank ", info.rank, " of job ", named(info.job_id),
+                     " reached the store of job ", named(theirs), " at ", where,
+                     "; pass --master_port=PORT to the launcher (or "
+                     "MASTER_PORT=PORT) to give each job its own port"));
+  } catch (const std::exception& e) {
+    absl::Status s = StatusFromException(e);
+    return absl::Status(
+        s.code(), absl::StrCat("rendezvous: rank ", info.rank,
+                               " reading the job id from the store at ", where, ": ", s.message()));
+  }
+}
+
 absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
     const RendezvousInfo& info, std::chrono::milliseconds timeout) {
   static std::mutex mu;
@@ -36,6 +78,10 @@ absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
   const std::string key = absl::StrCat(info.master_addr, ":", info.master_port);
   SharedStore& shared = (*stores)[key];
   if (!shared.store) {
+    if (info.rank == 0 && absl::IsFailedPrecondition(CheckPortFree(info.master_port))) {
+      return PortInUse(info, key);
+    }
+    c10::intrusive_ptr<c10d::Store> store;
     try {
       c10d::TCPStoreOptions so;
       so.port = static_cast<uint16_t>(info.master_port);
@@ -43,14 +89,21 @@ absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
       so.numWorkers = info.world_size;
       so.waitWorkers = false;
       so.timeout = timeout;
-      shared.store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, so);
+      store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, so);
     } catch (const std::exception& e) {
       absl::Status s = StatusFromException(e);
+      // Taken between the probe and the bind.
+      if (info.rank == 0 && (absl::StrContains(s.message(), "EADDRINUSE") ||
+                             absl::StrContains(s.message(), "Address already in use"))) {
+        return PortInUse(info, key);
+      }
       return absl::Status(
           s.code(), absl::StrCat("rendezvous: rank ", info.rank, " of ", info.world_size,
                                  " could not ", info.rank == 0 ? "host" : "reach", " the store at ",
                                  key, " within ", timeout.count(), " ms: ", s.message()));
     }
+    ZT_RETURN_IF_ERROR(CheckSameJob(*store, info, key));
+    shared.store = store;
   }
   return std::make_pair(shared.store, shared.groups++);
 }

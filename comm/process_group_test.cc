@@ -1,9 +1,13 @@
-// Failure behaviour of ProcessGroup: dead ranks, absent ranks and disagreeing calls end in a clear
-// error on every other rank within the timeout, never a hang or silent corruption.
+// Failure behaviour of ProcessGroup: dead ranks, absent ranks, disagreeing calls, a rank of another
+// job and a port in use end in a clear error within the timeout, never a hang or silent
+// corruption.
 #include "comm/process_group.h"
 
 #include <ATen/ATen.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -123,6 +127,47 @@ TEST(ProcessGroupFailure, RendezvousWithAMissingRankTimesOut) {
     return TimedFailure([&] { return JoinGroupFromEnv(ShortTimeout()).status(); });
   });
   ExpectFailedInTime(outcomes[0], "rank 0 of 2");
+}
+
+// Two jobs given one port: the rank of the other job is refused by name before it writes anything
+// into this job's store.
+TEST(ProcessGroupFailure, RankOfAnotherJobIsRefusedByName) {
+  auto outcomes = SpawnRanks(2, [](int rank) -> absl::StatusOr<std::string> {
+    setenv("ZT_JOB_ID", rank == 0 ? "job-a" : "job-b", 1);
+    return TimedFailure([&] { return JoinGroupFromEnv(ShortTimeout()).status(); });
+  });
+  ExpectFailedInTime(outcomes[1],
+                     "rendezvous: rank 1 of job \"job-b\" reached the store of job "
+                     "\"job-a\" at 127.0.0.1:");
+  ExpectFailedInTime(outcomes[1], "pass --master_port=PORT");
+}
+
+// A port another process listens on: rank 0 fails at once, says so and how to choose another,
+// and does not quote the timeout it never waited for.
+TEST(ProcessGroupFailure, PortInUseFailsAtOnceNamingIt) {
+  auto outcomes = SpawnRanks(1, [](int rank) -> absl::StatusOr<std::string> {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1) != 0) {
+      return absl::InternalError("could not hold a port");
+    }
+    socklen_t len = sizeof(addr);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    const std::string port = std::to_string(ntohs(addr.sin_port));
+    setenv("MASTER_PORT", port.c_str(), 1);
+    GroupOptions options;  // the default 300 s: it must not be waited for
+    auto outcome = TimedFailure([&] { return JoinGroupFromEnv(options).status(); });
+    if (outcome.ok()) *outcome += "|port " + port;
+    return outcome;
+  });
+  const std::string& p = outcomes[0].payload;
+  const std::string port = p.substr(p.rfind("|port ") + 6);
+  ExpectFailedInTime(outcomes[0], "port " + port + " is in use");
+  ExpectFailedInTime(outcomes[0], "pass --master_port=PORT");
+  EXPECT_FALSE(absl::StrContains(p, " ms")) << p;
+  EXPECT_FALSE(absl::StrContains(p, "\n")) << p;
 }
 
 TEST(ProcessGroupFailure, DisagreeingCallsAreReportedOnEveryRank) {

@@ -40,6 +40,18 @@ absl::StatusOr<int> ReadInt(const EnvLookup& env, const char* name, int min, int
 
 }  // namespace
 
+std::string JobIdFromEnv(const EnvLookup& env) {
+  for (const char* name : {"ZT_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+    const char* id = env(name);
+    if (id != nullptr && *id != '\0') return id;
+  }
+  const char* slurm_job = env("SLURM_JOB_ID");
+  if (slurm_job == nullptr || *slurm_job == '\0') return "";
+  // Steps of one allocation are separate jobs (two sruns may run side by side).
+  const char* step = env("SLURM_STEP_ID");
+  return step != nullptr && *step != '\0' ? absl::StrCat(slurm_job, ".", step) : slurm_job;
+}
+
 absl::StatusOr<RendezvousInfo> RendezvousFromEnv(const EnvLookup& env) {
   const Scheme* scheme = nullptr;
   for (const Scheme& s : kSchemes) {
@@ -76,6 +88,7 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv(const EnvLookup& env) {
   }
   info.master_addr = addr;
   ZT_ASSIGN_OR_RETURN(info.master_port, ReadInt(env, "MASTER_PORT", 1, 65535));
+  info.job_id = JobIdFromEnv(env);
   return info;
 }
 

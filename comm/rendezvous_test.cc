@@ -65,6 +65,23 @@ TEST(Rendezvous, TorchrunVariablesWinOverSlurm) {
   EXPECT_EQ(info->local_rank, 1);  // LOCAL_RANK absent: same as the rank
 }
 
+// Our launcher's id wins, then torchrun's --rdzv_id, then Slurm's job and step.
+TEST(Rendezvous, JobIdComesFromTheLauncherTorchrunOrSlurm) {
+  const std::map<std::string, std::string> place = {
+      {"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    extra.insert(place.begin(), place.end());
+    auto info = From(extra);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->job_id : "<error>";
+  };
+  EXPECT_EQ(with({}), "");
+  EXPECT_EQ(with({{"SLURM_JOB_ID", "812"}}), "812");
+  EXPECT_EQ(with({{"SLURM_JOB_ID", "812"}, {"SLURM_STEP_ID", "3"}}), "812.3");
+  EXPECT_EQ(with({{"SLURM_JOB_ID", "812"}, {"TORCHELASTIC_RUN_ID", "rdzv7"}}), "rdzv7");
+  EXPECT_EQ(with({{"ZT_JOB_ID", "host-1-ab"}, {"TORCHELASTIC_RUN_ID", "rdzv7"}}), "host-1-ab");
+}
+
 void ExpectError(const std::map<std::string, std::string>& vars, const std::string& needle) {
   auto info = From(vars);
   ASSERT_FALSE(info.ok());

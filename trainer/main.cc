@@ -231,6 +231,9 @@ int Main(int argc, char** argv) {
   if (absl::Status s = CheckRunInputs(*config, *world); !s.ok()) {
     return Fail(kBadInput, std::string(s.message()));
   }
+  if (const std::string w = OversubscribedCoresWarning(local_ranks); !w.empty()) {
+    std::fprintf(stderr, "zerotrain: warning: %s\n", w.c_str());
+  }
   comm::LaunchOptions launch;
   launch.nproc_per_node = local_ranks;
   launch.nnodes = flags->nnodes;

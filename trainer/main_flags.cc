@@ -27,6 +27,8 @@ With no flags: trains the default GPT (trainer/configs/default.pbtxt) on 2 local
   --nproc_per_node=N     ranks on this node (default 2; under torchrun, mpirun or Slurm the
                          job's variables place this process instead)
   --nnodes=N --node_rank=K --master_addr=HOST --master_port=PORT   multi-node placement
+                         (--master_port: the rendezvous port; default a free one on one node,
+                         29500 across nodes)
 )";
 
 namespace {

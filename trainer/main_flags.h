@@ -21,7 +21,7 @@ struct MainFlags {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = 0;  // 0: a free port on one node, 29500 across nodes (comm::LaunchOptions)
   // Advisor inputs (--estimate_memory); 0 = take them from the config's model.
   std::string params;  // counts like 1.3B or 125M
   std::string largest_layer_params;

@@ -2,11 +2,15 @@
 // whose monitors are written; the banner, configuration table and summary naming the device and
 // offload tiers; a rank killed mid-run ends the job within seconds with that rank named; and each
 // kind of bad input (a placement that cannot work included, from our launcher or in a rank of
-// another one) exits 2 with one line naming the field or file and value, having written nothing.
+// another one) exits 2 with one line naming the field or file and value, having written nothing;
+// two default runs at once on one machine do not meet, and a port in use is one line.
 // Every run here is a CPU run: main() hides any GPU from the children.
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -262,6 +266,68 @@ TEST(MainTest, RankOfAnotherLauncherRefusesABadPlacementBeforeTheRendezvous) {
   }
 }
 
+// Two default runs started together on one machine: each launcher picks a free port of its own and
+// names its job, so neither joins the other's rendezvous and both finish.
+TEST(MainTest, TwoRunsAtOnceDoNotMeet) {
+  const std::string a = Dir("together_a"), b = Dir("together_b");
+  Result second;
+  const Result first = RunMain({"--config=" + WriteConfig(a, a + "/out", 3)}, a, [&](pid_t) {
+    second = RunMain({"--config=" + WriteConfig(b, b + "/out", 3)}, b);
+  });
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(StepLosses(first.out), StepLosses(second.out));  // the same seed and data
+  EXPECT_FALSE(StepLosses(first.out).empty()) << first.out;
+}
+
+// A --master_port another process listens on: one line naming it and the flag, exit 2, before
+// any rank starts or anything is written.
+TEST(MainTest, PortInUseIsOneLineAndExit2) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const std::string dir = Dir("port_in_use");
+  const Result r =
+      RunMain({"--config=" + WriteConfig(dir, dir + "/out", 3), "--master_port=" + port}, dir);
+  close(fd);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("port " + port + " (--master_port) is in use"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pass --master_port=PORT"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_FALSE(fs::exists(dir + "/out"));
+  EXPECT_LT(r.seconds, 30.0);
+}
+
+// More local ranks than the cores the job may use: a warning naming both counts, and the run goes
+// on. The test gives its children one core (sched_setaffinity is inherited).
+TEST(MainTest, MoreRanksThanCoresIsAWarning) {
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const std::string dir = Dir("oversubscribed");
+  const Result r = RunMain({"--config=" + WriteConfig(dir, dir + "/out", 2)}, dir);
+  sched_setaffinity(0, sizeof(all), &all);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("zerotrain: warning: 2 local ranks (--nproc_per_node) but 1 core(s) "
+                       "available to this job"),
+            std::string::npos)
+      << r.err;
+}
+
 // All child pids of `parent` (the launcher's ranks).
 std::vector<pid_t> Children(pid_t parent) {
   std::vector<pid_t> kids;
@@ -391,6 +457,14 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
   const std::string root = Dir("bad");
   std::ofstream(root + "/a_file") << "not a directory\n";
   fs::create_directories(root + "/earlier/checkpoints");
+  std::ofstream(root + "/trailing_comma.json") << "{\n  \"train_micro_batch_size_per_gpu\": 4,\n"
+                                                  "  \"zero_optimization\": {\"stage\": 2},\n}\n";
+  std::ofstream(root + "/truncated.json") << "{\"train_micro_batch_size_per_gpu\": 4,\n"
+                                             " \"zero_optimization\": {\"stage\": 2}";
+  std::ofstream(root + "/nan.json")
+      << "{\"train_micro_batch_size_per_gpu\": 4, \"gradient_clipping\": NaN}";
+  std::ofstream(root + "/duplicate.json") << "{\"train_micro_batch_size_per_gpu\": 4, "
+                                             "\"train_micro_batch_size_per_gpu\": 8}";
   std::ofstream(root + "/earlier/checkpoints/latest") << "global_step3\n";
   const std::vector<BadCase> cases = {
       {"malformed", {{"zero", "zero_optimization { stage: }"}}, {}, "run.pbtxt"},
@@ -443,6 +517,33 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
        {{"run", "run { steps: 3 output_dir: \"" + root + "/out7\" comm_timeout_s: 0 }"}},
        {},
        "run.comm_timeout_s = 0: must be in [1, 86400] seconds"},
+      // Root may write anywhere the permission bits forbid, but not here: found by trying.
+      {"output_dir_cannot_be_created",
+       {{"run", "run { steps: 3 output_dir: \"/proc/zerotrain_out/run\" }"}},
+       {},
+       "run.output_dir = \"/proc/zerotrain_out/run\": cannot create /proc/zerotrain_out"},
+      {"zero_accumulation",
+       {{"gas", "gradient_accumulation_steps: 0"}},
+       {},
+       "gradient_accumulation_steps = 0: must be at least 1"},
+      {"zero_micro_batch",
+       {{"micro", "train_micro_batch_size_per_gpu: 0"}},
+       {},
+       "train_micro_batch_size_per_gpu = 0: must be at least 1"},
+      {"json_trailing_comma",
+       {},
+       {"--ds_config=" + root + "/trailing_comma.json"},
+       root + "/trailing_comma.json:3:36: not valid JSON: a trailing comma before '}'"},
+      {"json_truncated",
+       {},
+       {"--ds_config=" + root + "/truncated.json"},
+       root +
+           "/truncated.json:2:35: not valid JSON: the input ends inside the object opened at 1:1"},
+      {"json_nan", {}, {"--ds_config=" + root + "/nan.json"}, root + "/nan.json:1:60: "},
+      {"json_duplicate_key",
+       {},
+       {"--ds_config=" + root + "/duplicate.json"},
+       "duplicate key \"train_micro_batch_size_per_gpu\""},
       {"earlier_checkpoints",
        {{"run", "run { steps: 3 save_interval: 1 output_dir: \"" + root + "/earlier\" }"}},
        {},

@@ -1,9 +1,16 @@
 // The launcher's checks of a run's directories, checkpoint and data (see run_checks.h).
 #include "trainer/run_checks.h"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -59,18 +66,46 @@ absl::Status CheckResume(const RunOptions& run) {
 }  // namespace
 
 absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field) {
+  const auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " = \"", dir, "\": ", why));
+  };
   std::error_code ec;
-  fs::path p = fs::absolute(dir, ec);
-  // The nearest existing ancestor decides: the run would create everything below it.
-  while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
-  if (!fs::is_directory(p, ec)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " = \"", dir, "\": ", p.string(), " is not a directory"));
+  fs::path target = fs::absolute(dir, ec).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // "out/"
+  fs::path existing = target;
+  // The nearest existing ancestor: the run would create everything below it.
+  while (!existing.empty() && !fs::exists(existing, ec) && existing != existing.parent_path()) {
+    existing = existing.parent_path();
   }
-  if (access(p.c_str(), W_OK | X_OK) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " = \"", dir, "\": ", p.string(), " is not writable"));
+  if (!fs::is_directory(existing, ec)) return bad(existing.string() + " is not a directory");
+  // Permission bits do not tell (root ignores them, a read-only mount or /proc does not), so the
+  // directories are made and a file written for real, then removed again: nothing is left behind.
+  std::vector<fs::path> missing;
+  for (fs::path p = target; p != existing && p != p.parent_path(); p = p.parent_path()) {
+    missing.insert(missing.begin(), p);
   }
+  std::vector<fs::path> made;
+  const auto undo = [&] {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) fs::remove(*it, ec);
+  };
+  for (const fs::path& p : missing) {
+    if (mkdir(p.c_str(), 0777) != 0 && errno != EEXIST) {
+      const int err = errno;
+      undo();
+      return bad(absl::StrCat("cannot create ", p.string(), ": ", std::strerror(err)));
+    }
+    made.push_back(p);
+  }
+  const fs::path probe = target / absl::StrCat(".zerotrain-write-probe-", getpid());
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int err = fd < 0 ? errno : (write(fd, "x", 1) == 1 ? 0 : errno);
+  if (fd >= 0) {
+    close(fd);
+    unlink(probe.c_str());
+  }
+  undo();
+  if (err != 0)
+    return bad(absl::StrCat("cannot write in ", target.string(), ": ", std::strerror(err)));
   return absl::OkStatus();
 }
 
@@ -93,6 +128,17 @@ absl::Status CheckRunInputs(const TrainerConfig& config, int world_size) {
   return DistributedSampler::Create(data.NumTrainWindows(), world_size, 0,
                                     config.batch.micro_batch_size, config.data.seed)
       .status();
+}
+
+std::string OversubscribedCoresWarning(int local_ranks) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0
+                        ? CPU_COUNT(&set)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  if (cores <= 0 || local_ranks <= cores) return "";
+  return absl::StrCat(local_ranks, " local ranks (--nproc_per_node) but ", cores,
+                      " core(s) available to this job: the ranks will share cores and run slower");
 }
 
 }  // namespace zerotrain::trainer

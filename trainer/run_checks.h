@@ -10,10 +10,15 @@
 
 namespace zerotrain::trainer {
 
-// Everything below for a job of `world_size` ranks. Creates nothing.
+// Everything below for a job of `world_size` ranks. Leaves nothing behind.
 absl::Status CheckRunInputs(const TrainerConfig& config, int world_size);
 
-// Fails, naming `field` and the path, when `dir` could not be created and written.
+// Fails, naming `field` and the path, when `dir` cannot be created or written: it is created, with
+// a probe file in it, and whatever the check made is removed again.
 absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field);
+
+// The warning for more local ranks than the cores this process may run on (they then share cores
+// and run slower; not an error), naming both counts; "" when they fit.
+std::string OversubscribedCoresWarning(int local_ranks);
 
 }  // namespace zerotrain::trainer

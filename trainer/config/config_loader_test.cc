@@ -267,7 +267,7 @@ TEST(ConfigLoader, MalformedFilesNameFileAndPosition) {
   EXPECT_THAT(s, HasSubstr("unknown_field.pbtxt:2:"));
   EXPECT_THAT(s, HasSubstr("reduce_bucket_sz"));
   s = LoadError({"", std::string(kTestdata) + "bad_syntax.json"});
-  EXPECT_THAT(s, HasSubstr("bad_syntax.json: not valid JSON"));
+  EXPECT_THAT(s, HasSubstr("bad_syntax.json:3:36: not valid JSON"));  // the second comma
 }
 
 TEST(ConfigLoader, FullDeepSpeedFileLoadsEverySection) {

@@ -263,6 +263,7 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   out.engine.tag_validation = tag == "ignore" ? engine::TagValidation::kIgnore
                               : tag == "fail" ? engine::TagValidation::kFail
                                               : engine::TagValidation::kWarn;
+  ZT_RETURN_IF_ERROR(CheckBatchFields(config));
   out.engine.train_batch_size = config.train_batch_size();
   out.engine.train_micro_batch_size_per_gpu = config.train_micro_batch_size_per_gpu();
   out.engine.gradient_accumulation_steps = config.gradient_accumulation_steps();

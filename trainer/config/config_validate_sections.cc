@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -58,6 +60,26 @@ void WarnModelParallelKeys(const ActivationCheckpointingConfig& ac,
 }
 
 }  // namespace
+
+absl::Status CheckBatchFields(const TrainerConfigProto& c) {
+  const std::pair<const char*, std::optional<int64_t>> fields[] = {
+      {"train_batch_size",
+       c.has_train_batch_size() ? std::optional<int64_t>(c.train_batch_size()) : std::nullopt},
+      {"train_micro_batch_size_per_gpu",
+       c.has_train_micro_batch_size_per_gpu()
+           ? std::optional<int64_t>(c.train_micro_batch_size_per_gpu())
+           : std::nullopt},
+      {"gradient_accumulation_steps", c.has_gradient_accumulation_steps()
+                                          ? std::optional<int64_t>(c.gradient_accumulation_steps())
+                                          : std::nullopt},
+  };
+  for (const auto& [name, value] : fields) {
+    if (value && *value < 1) {
+      return Invalid(name, *value, "must be at least 1 (leave it out, or \"auto\", to derive it)");
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   const RunConfig& r = c.run();

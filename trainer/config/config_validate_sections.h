@@ -11,6 +11,9 @@
 
 namespace zerotrain::trainer {
 
+// The batch triple's fields that are set must be at least 1: 0 would otherwise read as "derive
+// it" (gradient_accumulation_steps: 0 taken as 1), where DeepSpeed refuses it.
+absl::Status CheckBatchFields(const TrainerConfigProto& config);
 // optimizer {type, params} → EngineOptions::optimizer/adam/sgd.
 absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineOptions* engine,
                                TrainerConfigProto* effective);

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "trainer/config/config_loader.h"
 
@@ -453,6 +456,33 @@ TEST(ConfigValidate, BatchTripleThatDoesNotMultiplyOutForTheWorld) {
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("train_batch_size=16"));
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("world_size=2"));
   EXPECT_TRUE(Validate("train_batch_size: 16 gradient_accumulation_steps: 1", 4).ok());
+}
+
+// 0 (or less) in any field of the triple is refused by name, not read as "derive it".
+TEST(ConfigValidate, BatchFieldsBelowOneAreRefusedByName) {
+  EXPECT_THAT(Error("gradient_accumulation_steps: 0"),
+              HasSubstr("gradient_accumulation_steps = 0: must be at least 1"));
+  EXPECT_THAT(Error("train_batch_size: -8"),
+              HasSubstr("train_batch_size = -8: must be at least 1"));
+  absl::StatusOr<TrainerConfigProto> micro =
+      ParsePbtxt("train_micro_batch_size_per_gpu: 0", "test.pbtxt");
+  ASSERT_TRUE(micro.ok()) << micro.status();
+  std::vector<std::string> warnings;
+  absl::StatusOr<TrainerConfig> c = ValidateConfig(*micro, 2, &warnings);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("train_micro_batch_size_per_gpu = 0: must be at least 1"));
+  EXPECT_EQ(Valid("gradient_accumulation_steps: 2").batch.gradient_accumulation_steps, 2);
+  // The same from a ds_config.json.
+  const std::string json = std::string(std::getenv("TEST_TMPDIR")) + "/gas0.json";
+  std::ofstream(json)
+      << R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 0})";
+  absl::StatusOr<TrainerConfigProto> from_json = LoadConfigProto({"", json}, &warnings);
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  c = ValidateConfig(*from_json, 2, &warnings);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("gradient_accumulation_steps = 0: must be at least 1"));
 }
 
 TEST(ConfigValidate, ParameterOffloadMapsOntoEngineOptionsAtStage3) {

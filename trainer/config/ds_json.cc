@@ -17,6 +17,7 @@
 #include "tools/status_macros.h"
 #include "trainer/config/ds_json_compat.h"
 #include "trainer/config/ds_keys.h"
+#include "trainer/config/json_syntax.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -143,6 +144,7 @@ absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, 
 }  // namespace
 
 absl::StatusOr<DsJson> ParseDsJson(const std::string& json, const std::string& file) {
+  ZT_RETURN_IF_ERROR(CheckJsonSyntax(json, file));
   Value root;
   auto parsed = google::protobuf::util::JsonStringToMessage(json, &root);
   if (!parsed.ok()) {

@@ -256,7 +256,9 @@ TEST(DsJson, SectionsDeepSpeedRemovedAreRefused) {
 
 TEST(DsJson, MalformedJsonNamesTheFile) {
   EXPECT_THAT(Error(R"({"train_batch_size": 16, "zero_optimization": {"stage": 2})"),
-              HasSubstr("t.json: not valid JSON"));
+              HasSubstr("t.json:1:59: not valid JSON"));
+  // What protobuf's reader accepts by itself is refused before it runs.
+  EXPECT_THAT(Error(R"({"train_batch_size": 16,})"), HasSubstr("t.json:1:24: not valid JSON"));
   EXPECT_THAT(Error("[1, 2]"), HasSubstr("t.json: expected a JSON object"));
 }
 

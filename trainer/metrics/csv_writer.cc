@@ -1,4 +1,4 @@
-// CSV writing: header handling, one flushed line per step.
+// CSV writing: header handling, one flushed line per step, the file opened at the first line.
 #include "trainer/metrics/csv_writer.h"
 
 #include <algorithm>
@@ -35,12 +35,7 @@ absl::StatusOr<std::unique_ptr<CsvWriter>> CsvWriter::Open(const std::string& di
     std::ifstream in(path);
     if (in) std::getline(in, header);
   }
-  std::FILE* file = std::fopen(path.c_str(), append ? "a" : "w");
-  if (file == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("csv_output_path: cannot open '", path, "': ", std::strerror(errno)));
-  }
-  return std::unique_ptr<CsvWriter>(new CsvWriter(path, file, header));
+  return std::unique_ptr<CsvWriter>(new CsvWriter(path, append, header));
 }
 
 CsvWriter::~CsvWriter() {
@@ -48,6 +43,13 @@ CsvWriter::~CsvWriter() {
 }
 
 absl::Status CsvWriter::WriteLine(const std::string& line) {
+  if (file_ == nullptr) {
+    file_ = std::fopen(path_.c_str(), append_ ? "a" : "w");
+    if (file_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("csv_output_path: cannot open '", path_, "': ", std::strerror(errno)));
+    }
+  }
   if (std::fputs(line.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF ||
       std::fflush(file_) != 0) {
     return absl::DataLossError(
@@ -73,7 +75,10 @@ absl::Status CsvWriter::DeclareColumns(const std::vector<std::string>& names) {
     header_fields.push_back(CsvField(name));
   }
   const std::string header = absl::StrJoin(header_fields, ",");
-  if (existing_header_.empty()) return WriteLine(header);
+  if (existing_header_.empty()) {
+    pending_header_ = header;  // written with the first row
+    return absl::OkStatus();
+  }
   if (existing_header_ != header) {
     columns_.clear();
     return absl::FailedPreconditionError(
@@ -112,6 +117,10 @@ absl::Status CsvWriter::Write(int64_t step, absl::Span<const Scalar> scalars, do
             " is not a column (the columns are fixed by DeclareColumns or the first row)"));
       }
     }
+  }
+  if (!pending_header_.empty()) {
+    ZT_RETURN_IF_ERROR(WriteLine(pending_header_));
+    pending_header_.clear();
   }
   return WriteLine(line);
 }

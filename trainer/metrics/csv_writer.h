@@ -16,17 +16,19 @@ namespace zerotrain::metrics {
 
 class CsvWriter {
  public:
-  // Creates `dir` if needed and opens <dir>/<file_name>: a new file for a run that starts from
-  // step 0; with `append` (a resumed run) the rows go after the existing ones, and when the file
-  // already has a header the columns must be the same.
+  // Creates `dir` if needed; <dir>/<file_name> itself is created (or, for a run that starts from
+  // step 0, truncated) only by the first line written, so a run that fails before its first row
+  // leaves no empty file. With `append` (a resumed run) the rows go after the existing ones, and
+  // when the file already has a header the columns must be the same.
   static absl::StatusOr<std::unique_ptr<CsvWriter>> Open(
       const std::string& dir, const std::string& file_name = "metrics.csv", bool append = false);
   ~CsvWriter();
   CsvWriter(const CsvWriter&) = delete;
   CsvWriter& operator=(const CsvWriter&) = delete;
 
-  // Fixes the metric columns (after step and wall_time) and writes the header, for a caller whose
-  // rows differ: a column may then be left empty in any row. Only before the first Write.
+  // Fixes the metric columns (after step and wall_time), for a caller whose rows differ: a column
+  // may then be left empty in any row. The header goes out with the first row. Only before the
+  // first Write.
   absl::Status DeclareColumns(const std::vector<std::string>& names);
 
   // One row. Unless DeclareColumns was called, the first call fixes the columns (in the order
@@ -39,13 +41,15 @@ class CsvWriter {
   const std::vector<std::string>& columns() const { return columns_; }
 
  private:
-  CsvWriter(std::string path, std::FILE* file, std::string existing_header)
-      : path_(std::move(path)), file_(file), existing_header_(std::move(existing_header)) {}
+  CsvWriter(std::string path, bool append, std::string existing_header)
+      : path_(std::move(path)), append_(append), existing_header_(std::move(existing_header)) {}
   absl::Status WriteLine(const std::string& line);
 
   std::string path_;
-  std::FILE* file_;
+  bool append_;
+  std::FILE* file_ = nullptr;         // opened by the first WriteLine
   std::string existing_header_;       // header line already in the file, "" for a new file
+  std::string pending_header_;        // header to write before the first row
   std::vector<std::string> columns_;  // metric columns after step and wall_time
 };
 

@@ -111,6 +111,32 @@ TEST(CsvWriterTest, ANewRunReplacesTheFile) {
   EXPECT_EQ(lines[0], "step,wall_time,loss");
 }
 
+// A run that fails before its first row leaves no file (not even a header), and an earlier
+// run's file untouched.
+TEST(CsvWriterTest, NoFileUntilTheFirstRow) {
+  const std::string dir = TestDir("csv_lazy");
+  {
+    auto w = CsvWriter::Open(dir);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->DeclareColumns({"loss", "lr"}).ok());
+  }
+  EXPECT_FALSE(std::ifstream(dir + "/metrics.csv").good());
+  {
+    auto w = CsvWriter::Open(dir);
+    ASSERT_TRUE(w.ok());
+    const std::vector<Scalar> row = {{"loss", 2}};
+    ASSERT_TRUE((*w)->Write(1, row).ok());
+  }
+  {
+    auto w = CsvWriter::Open(dir);  // a new run that fails before its first row
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->DeclareColumns({"loss"}).ok());
+  }
+  const std::vector<std::string> lines = Lines(dir + "/metrics.csv");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "step,wall_time,loss");
+}
+
 TEST(CsvWriterTest, UncreatableDirectoryNamesThePath) {
   const std::string file = TestDir("csv_plain_file");
   std::ofstream(file) << "x";
