@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "comm/shm_names.h"
 
 extern char** environ;
 
@@ -217,6 +218,9 @@ absl::Status LaunchRanks(const LaunchOptions& options) {
   } else {
     result = Supervise(options, ranks, options.node_rank * options.nproc_per_node);
   }
+  // Every rank is gone: a shm segment named after this launcher is an orphan of a rank killed
+  // while the job was starting (shm_names.h).
+  RemoveOrphanShmSegments(getpid());
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGCHLD, &old_chld, nullptr);
