@@ -1,7 +1,8 @@
 // //trainer:main as a user runs it, in a child process: a short 2-rank run whose loss falls and
 // whose monitors are written; the banner, configuration table and summary naming the device and
 // offload tiers; a rank killed mid-run ends the job within seconds with that rank named; resumes
-// (on other world sizes too) that continue the straight run's weights and data; and each
+// (on other world sizes too) that continue the straight run's weights and data; SIGTERM at
+// start-up, mid-training and during a save ending the job cleanly (exit 3, nothing left); and each
 // kind of bad input (a placement that cannot work included, from our launcher or in a rank of
 // another one) exits 2 with one line naming the field or file and value, having written nothing.
 // Every run here is a CPU run: main() hides any GPU from the children.
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "comm/shm_names.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -446,6 +448,76 @@ TEST(MainTest, AResumeOnMoreRanksReadsEverySampleOnceAndListsEveryStepOnce) {
   for (int step = 1; step <= 8; ++step) once[step] = 1;
   EXPECT_EQ(RowsWith(csv, "loss"), once) << csv;
   for (const auto& [step, n] : RowsWith(csv, "eval_loss")) EXPECT_EQ(n, 1) << step << "\n" << csv;
+}
+
+// A job sent SIGTERM (as a user or batch system stops it): `when` returns once the moment has
+// come. The launcher forwards the signal, every rank stops after the same step and unwinds, and
+// the job exits 3 within seconds, leaving no shared-memory segment, no swap or temporary file,
+// and `latest` on a complete checkpoint.
+void ExpectCleanStop(const std::string& name, const std::map<std::string, std::string>& replace,
+                     const std::function<bool(const std::string& dir, pid_t launcher)>& when) {
+  SCOPED_TRACE(name);
+  const std::string dir = Dir(name);
+  fs::create_directories(dir + "/nvme");
+  pid_t launcher = -1;
+  double signalled_at = 0;
+  auto now = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::map<std::string, std::string> config = replace;
+  for (auto& [key, text] : config) text = std::regex_replace(text, std::regex("DIR"), dir);
+  const Result r =
+      RunMain({"--config=" + WriteConfig(dir, dir + "/out", 100000, config)}, dir, [&](pid_t pid) {
+        launcher = pid;
+        for (int i = 0; i < 1200 && !when(dir, pid); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+        kill(pid, SIGTERM);
+        signalled_at = now();
+      });
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_LT(now() - signalled_at, 15.0);
+  for (const auto& e : fs::directory_iterator("/dev/shm")) {
+    EXPECT_NE(zerotrain::comm::LauncherOfShmSegment(e.path().filename()), launcher) << e.path();
+  }
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/nvme")) {
+    ADD_FAILURE() << "left behind: " << e.path();
+  }
+  if (fs::exists(dir + "/out/checkpoints")) {
+    for (const auto& e : fs::recursive_directory_iterator(dir + "/out/checkpoints")) {
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+    }
+  }
+  if (fs::exists(dir + "/out/checkpoints/latest")) {
+    auto reader = zerotrain::checkpoint::CheckpointReader::Open(dir + "/out/checkpoints");
+    EXPECT_TRUE(reader.ok()) << reader.status();
+  }
+}
+
+TEST(MainTest, SigtermStopsTheJobCleanlyAtStartUpMidTrainingAndDuringASave) {
+  const std::string shm =
+      "run { steps: 100000 seed: 1 output_dir: \"DIR/out\" eval_interval: 0 "
+      "eval_iters: 1 sample_tokens: 0 dist_backend: \"shm\"";
+  // At start-up: as soon as the ranks exist (they are joining, mapping the segment, building).
+  ExpectCleanStop("stop_startup", {{"run", shm + " }"}}, [](const std::string&, pid_t launcher) {
+    return Children(launcher).size() == 2;
+  });
+  // Mid-training, with the optimizer states in NVMe swap files.
+  ExpectCleanStop(
+      "stop_training",
+      {{"run", shm + " }"},
+       {"zero",
+        "zero_optimization { stage: 3 reduce_bucket_size: 20000 sub_group_size: 5000 "
+        "offload_optimizer { device: \"nvme\" nvme_path: \"DIR/nvme\" buffer_count: 2 } }"}},
+      [](const std::string& dir, pid_t) {
+        return !StepLosses(Read(dir + "/stdout")).empty() && !fs::is_empty(dir + "/nvme");
+      });
+  // During a save: one every step, so the signal lands in or next to one.
+  ExpectCleanStop("stop_saving", {{"run", shm + " save_interval: 1 }"}},
+                  [](const std::string& dir, pid_t) {
+                    return Read(dir + "/stdout").find("checkpoint at step 2") != std::string::npos;
+                  });
 }
 
 struct BadCase {

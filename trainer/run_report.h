@@ -46,6 +46,7 @@ class RunReport {
   absl::Status Resumed(const std::string& dir, int64_t step, const DataPosition& data);
   // The summary, each rank's memory when asked, and a sample of generated text.
   absl::Status Finish(Gpt& model, bool memory_summary);
+  const std::string& last_checkpoint() const { return last_checkpoint_; }  // "" = none saved
 
  private:
   RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const engine::Engine& engine)

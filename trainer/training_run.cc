@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <string.h>
+
 #include <chrono>
 
 #include "absl/strings/numbers.h"
@@ -19,6 +21,7 @@
 #include "trainer/model/gpt.h"
 #include "trainer/out_of_memory.h"
 #include "trainer/run_report.h"
+#include "trainer/stop_signal.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -100,6 +103,32 @@ absl::StatusOr<double> GlobalMean(comm::ProcessGroup* group, double value) {
   at::Tensor v = at::full({1}, value, at::kDouble);
   ZT_RETURN_IF_ERROR(group->AllReduce(v, comm::ReduceOp::kAvg));
   return v.item<double>();
+}
+
+// The mean loss over ranks, and whether any rank was asked to stop (stop_signal.h): one
+// all-reduce, so every rank stops after the same step.
+struct StepOutcome {
+  double loss = 0;
+  bool stop = false;
+};
+absl::StatusOr<StepOutcome> AgreeOnStep(comm::ProcessGroup* group, double local_loss) {
+  at::Tensor v = at::empty({2}, at::kDouble);
+  v[0] = local_loss;
+  v[1] = StopSignalReceived() != 0 ? 1.0 : 0.0;
+  ZT_RETURN_IF_ERROR(group->AllReduce(v, comm::ReduceOp::kAvg));
+  return StepOutcome{v[0].item<double>(), v[1].item<double>() > 0};
+}
+
+// A clean stop after `step`: Cancelled, which //trainer:main turns into exit code 3.
+absl::Status Stopped(const Trainer& t, int64_t step) {
+  const int signo = StopSignalReceived();
+  return absl::CancelledError(
+      absl::StrCat(kStoppedPrefix, step, " by ",
+                   signo != 0 ? absl::StrCat("signal ", signo, " (", strsignal(signo), ")")
+                              : std::string("another rank's SIGTERM/SIGINT"),
+                   t.report->last_checkpoint().empty()
+                       ? std::string("")
+                       : absl::StrCat("; the last checkpoint is ", t.report->last_checkpoint())));
 }
 
 // One optimizer step: gradient_accumulation_steps micro-batches. Returns this rank's mean loss.
@@ -245,11 +274,12 @@ absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
   for (int64_t step = done + 1; step <= run.steps; ++step) {
     const double start = Now();
     ZT_ASSIGN_OR_RETURN(const double local_loss, TrainStep(t));
-    ZT_ASSIGN_OR_RETURN(const double loss, GlobalMean(group, local_loss));
-    ZT_RETURN_IF_ERROR(t.report->Step(step, loss, Now() - start));
+    ZT_ASSIGN_OR_RETURN(const StepOutcome outcome, AgreeOnStep(group, local_loss));
+    ZT_RETURN_IF_ERROR(t.report->Step(step, outcome.loss, Now() - start));
     if (run.save_interval > 0 && (step % run.save_interval == 0 || step == run.steps)) {
       ZT_RETURN_IF_ERROR(Save(t, step));
     }
+    if (outcome.stop) return Stopped(t, step);
     if (run.eval_interval > 0 && step % run.eval_interval == 0 && step < run.steps) {
       ZT_RETURN_IF_ERROR(Evaluate(t, step));
     }
