@@ -478,6 +478,9 @@ void ExpectCleanStop(const std::string& name, const std::map<std::string, std::s
       });
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_LT(now() - signalled_at, 15.0);
+  if (!StepLosses(r.out).empty()) {  // training had begun: the ranks stopped between steps
+    EXPECT_NE(r.err.find("stopped after step"), std::string::npos) << r.err;
+  }
   for (const auto& e : fs::directory_iterator("/dev/shm")) {
     EXPECT_NE(zerotrain::comm::LauncherOfShmSegment(e.path().filename()), launcher) << e.path();
   }
@@ -501,7 +504,10 @@ TEST(MainTest, SigtermStopsTheJobCleanlyAtStartUpMidTrainingAndDuringASave) {
       "eval_iters: 1 sample_tokens: 0 dist_backend: \"shm\"";
   // At start-up: as soon as the ranks exist (they are joining, mapping the segment, building).
   ExpectCleanStop("stop_startup", {{"run", shm + " }"}}, [](const std::string&, pid_t launcher) {
-    return Children(launcher).size() == 2;
+    if (Children(launcher).size() != 2) return false;
+    // Past loading the binary: the ranks have their handlers and are joining or building.
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    return true;
   });
   // Mid-training, with the optimizer states in NVMe swap files.
   ExpectCleanStop(
