@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "comm/rendezvous.h"
 #include "comm/tcp_port.h"
+#include "comm/shm_names.h"
 
 extern char** environ;
 
@@ -293,6 +294,9 @@ absl::Status LaunchRanks(const LaunchOptions& requested) {
   } else {
     result = Supervise(options, ranks, options.node_rank * options.nproc_per_node);
   }
+  // Every rank is gone: a shm segment named after this launcher is an orphan of a rank killed
+  // while the job was starting (shm_names.h).
+  RemoveOrphanShmSegments(getpid());
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGCHLD, &old_chld, nullptr);

@@ -15,10 +15,10 @@
 #include <climits>
 #include <cstring>
 #include <new>
-#include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/shm_names.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::comm {
@@ -106,11 +106,17 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const BackendCont
   const size_t bytes = DataOffset(ctx.world_size) + 2 * ctx.world_size * slot_bytes;
   std::string name;
   int fd = -1;
+  // From creation until every rank has mapped it (or Attach gave up and removed it), a signal
+  // handler may remove the name (shm_names.h).
+  struct PendingName {
+    ~PendingName() { ClearPendingShmSegment(); }
+  } pending;
   try {
     if (ctx.rank == 0) {
-      std::random_device random;
-      name = absl::StrCat("/zt-shm-", getpid(), "-", random(), random());
+      RemoveOrphanShmSegments();  // left by processes killed in this window
+      name = NewShmSegmentName();
       fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd >= 0) SetPendingShmSegment(name);
       if (fd < 0) {
         return PublishFailure(
             *ctx.store, absl::InternalError(

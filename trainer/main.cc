@@ -26,6 +26,7 @@
 #include "trainer/device_placement.h"
 #include "trainer/main_flags.h"
 #include "trainer/run_checks.h"
+#include "trainer/stop_signal.h"
 #include "trainer/training_run.h"
 
 namespace zerotrain::trainer {
@@ -139,6 +140,7 @@ absl::StatusOr<TrainerConfig> PlaceRank(const TrainerConfig& config,
 }
 
 int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
+  InstallStopSignalHandlers();
   comm::DieWithLauncher();
   // Only reads the variables (Main has already); the rendezvous is ProcessGroup::Create's.
   auto info = comm::RendezvousFromEnv();
@@ -174,6 +176,14 @@ int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
   }();
   if (s.ok()) return 0;
   const std::string message = std::string(s.message());
+  const bool clean_stop = absl::IsCancelled(s) && absl::StartsWith(message, kStoppedPrefix);
+  if (clean_stop || StopSignalReceived() != 0) {
+    // Asked to stop: not a failure to report (an error here is a peer that stopped first).
+    if (rank == 0 || !clean_stop) {
+      std::fprintf(stderr, "zerotrain: rank %d: %s\n", rank, message.c_str());
+    }
+    return kStoppedExitCode;
+  }
   std::fprintf(stderr, "zerotrain: rank %d: %s\n", rank, message.c_str());
   comm::ReportRankError(message);
   return 1;

@@ -1,6 +1,8 @@
 // //trainer:main as a user runs it, in a child process: a short 2-rank run whose loss falls and
 // whose monitors are written; the banner, configuration table and summary naming the device and
-// offload tiers; a rank killed mid-run ends the job within seconds with that rank named; and each
+// offload tiers; a rank killed mid-run ends the job within seconds with that rank named; resumes
+// (on other world sizes too) that continue the straight run's weights and data; SIGTERM at
+// start-up, mid-training and during a save ending the job cleanly (exit 3, nothing left); and each
 // kind of bad input (a placement that cannot work included, from our launcher or in a rank of
 // another one) exits 2 with one line naming the field or file and value, having written nothing;
 // two default runs at once on one machine do not meet, and a port in use is one line.
@@ -15,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "comm/shm_names.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -444,6 +448,148 @@ TEST(MainTest, ResumedRunContinuesWhereItStopped) {
   for (int step : {1, 6, 7, 12}) {
     EXPECT_NE(csv.find("\n" + std::to_string(step) + ","), std::string::npos) << step;
   }
+}
+
+// The CSV rows of `csv` that hold column `column` (by the header), counted by step.
+std::map<int, int> RowsWith(const std::string& csv, const std::string& column) {
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  std::stringstream h(line);
+  for (std::string f; std::getline(h, f, ',');) header.push_back(f);
+  const size_t at = std::find(header.begin(), header.end(), column) - header.begin();
+  std::map<int, int> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields;
+    std::stringstream r(line);
+    for (std::string f; std::getline(r, f, ',');) fields.push_back(f);
+    if (at < fields.size() && !fields[at].empty()) ++rows[std::stoi(fields[0])];
+  }
+  return rows;
+}
+
+// A job of 2 ranks x micro-batch 3 x accumulation 2 saves at step 4 and runs on to step 6 (as if
+// stopped before its next save, `latest` is set back to step 4); a job of 4 ranks x micro-batch 3
+// x accumulation 1 resumes it. Counted in micro-steps the data position would skip 48 samples;
+// in samples, the final master equals a straight 2-rank run's (within fp32 rounding), which it
+// cannot if any sample was skipped or read twice. The CSV lists every step once.
+TEST(MainTest, AResumeOnMoreRanksReadsEverySampleOnceAndListsEveryStepOnce) {
+  const std::string dir = Dir("elastic");
+  std::map<std::string, std::string> config = {
+      {"bf16", "bf16 { enabled: false }"},
+      {"scheduler",
+       "scheduler { type: \"WarmupLR\" params { warmup_num_steps: 8 warmup_max_lr: 0.001 } }"},
+      {"micro", "train_batch_size: 12 train_micro_batch_size_per_gpu: 3"}};
+  const std::string common = " seed: 1 eval_interval: 0 eval_iters: 1 sample_tokens: 0";
+  auto run = [&](const std::string& out, int steps, int save_interval, int ranks,
+                 const std::string& extra = "") {
+    config["run"] = "run { steps: " + std::to_string(steps) +
+                    " save_interval: " + std::to_string(save_interval) + " output_dir: \"" + dir +
+                    "/" + out + "\"" + common + extra + " }";
+    return RunMain({"--nproc_per_node=" + std::to_string(ranks),
+                    "--config=" + WriteConfig(dir, "", 0, config)},
+                   dir);
+  };
+  const Result straight = run("a", 8, 8, 2);
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  const Result first = run("b", 6, 4, 2);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::ofstream(dir + "/b/checkpoints/latest") << "global_step4\n";
+  const Result resumed = run("b", 8, 8, 4, " resume_from: \"" + dir + "/b/checkpoints\"");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("data position restored: sample 48 of epoch 0"), std::string::npos)
+      << resumed.out;
+  const std::vector<float> want = FinalMaster(dir + "/a/checkpoints");
+  const std::vector<float> got = FinalMaster(dir + "/b/checkpoints");
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]) / (1e-6 + 1e-5 * std::abs(want[i])));
+  }
+  EXPECT_LE(worst, 1.0) << "worst element off by " << worst << "x the tolerance";
+  const std::string csv = Read(dir + "/b/t/metrics.csv");
+  std::map<int, int> once;
+  for (int step = 1; step <= 8; ++step) once[step] = 1;
+  EXPECT_EQ(RowsWith(csv, "loss"), once) << csv;
+  for (const auto& [step, n] : RowsWith(csv, "eval_loss")) EXPECT_EQ(n, 1) << step << "\n" << csv;
+}
+
+// A job sent SIGTERM (as a user or batch system stops it): `when` returns once the moment has
+// come. The launcher forwards the signal, every rank stops after the same step and unwinds, and
+// the job exits 3 within seconds, leaving no shared-memory segment, no swap or temporary file,
+// and `latest` on a complete checkpoint.
+void ExpectCleanStop(const std::string& name, const std::map<std::string, std::string>& replace,
+                     const std::function<bool(const std::string& dir, pid_t launcher)>& when) {
+  SCOPED_TRACE(name);
+  const std::string dir = Dir(name);
+  fs::create_directories(dir + "/nvme");
+  pid_t launcher = -1;
+  double signalled_at = 0;
+  auto now = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::map<std::string, std::string> config = replace;
+  for (auto& [key, text] : config) text = std::regex_replace(text, std::regex("DIR"), dir);
+  const Result r =
+      RunMain({"--config=" + WriteConfig(dir, dir + "/out", 100000, config)}, dir, [&](pid_t pid) {
+        launcher = pid;
+        for (int i = 0; i < 1200 && !when(dir, pid); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+        kill(pid, SIGTERM);
+        signalled_at = now();
+      });
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_LT(now() - signalled_at, 15.0);
+  if (!StepLosses(r.out).empty()) {  // training had begun: the ranks stopped between steps
+    EXPECT_NE(r.err.find("stopped after step"), std::string::npos) << r.err;
+  }
+  for (const auto& e : fs::directory_iterator("/dev/shm")) {
+    EXPECT_NE(zerotrain::comm::LauncherOfShmSegment(e.path().filename()), launcher) << e.path();
+  }
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/nvme")) {
+    ADD_FAILURE() << "left behind: " << e.path();
+  }
+  if (fs::exists(dir + "/out/checkpoints")) {
+    for (const auto& e : fs::recursive_directory_iterator(dir + "/out/checkpoints")) {
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+    }
+  }
+  if (fs::exists(dir + "/out/checkpoints/latest")) {
+    auto reader = zerotrain::checkpoint::CheckpointReader::Open(dir + "/out/checkpoints");
+    EXPECT_TRUE(reader.ok()) << reader.status();
+  }
+}
+
+TEST(MainTest, SigtermStopsTheJobCleanlyAtStartUpMidTrainingAndDuringASave) {
+  const std::string shm =
+      "run { steps: 100000 seed: 1 output_dir: \"DIR/out\" eval_interval: 0 "
+      "eval_iters: 1 sample_tokens: 0 dist_backend: \"shm\"";
+  // At start-up: as soon as the ranks exist (they are joining, mapping the segment, building).
+  ExpectCleanStop("stop_startup", {{"run", shm + " }"}}, [](const std::string&, pid_t launcher) {
+    if (Children(launcher).size() != 2) return false;
+    // Past loading the binary: the ranks have their handlers and are joining or building.
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    return true;
+  });
+  // Mid-training, with the optimizer states in NVMe swap files.
+  ExpectCleanStop(
+      "stop_training",
+      {{"run", shm + " }"},
+       {"zero",
+        "zero_optimization { stage: 3 reduce_bucket_size: 20000 sub_group_size: 5000 "
+        "offload_optimizer { device: \"nvme\" nvme_path: \"DIR/nvme\" buffer_count: 2 } }"}},
+      [](const std::string& dir, pid_t) {
+        return !StepLosses(Read(dir + "/stdout")).empty() && !fs::is_empty(dir + "/nvme");
+      });
+  // During a save: one every step, so the signal lands in or next to one.
+  ExpectCleanStop("stop_saving", {{"run", shm + " save_interval: 1 }"}},
+                  [](const std::string& dir, pid_t) {
+                    return Read(dir + "/stdout").find("checkpoint at step 2") != std::string::npos;
+                  });
 }
 
 struct BadCase {

@@ -245,6 +245,10 @@ absl::Status RunReport::Eval(int64_t step, double eval_loss) {
   std::printf("eval at step %lld: loss %.4f (perplexity %.2f)\n", static_cast<long long>(step),
               eval_loss, std::exp(eval_loss));
   std::fflush(stdout);
+  if (step == resumed_step_) {
+    resumed_step_ = -1;
+    return absl::OkStatus();
+  }
   const metrics::Scalar row[] = {{kEvalLoss, eval_loss}};
   return sink_->Write(step, row);
 }
@@ -258,14 +262,16 @@ absl::Status RunReport::Saved(int64_t step, const std::string& tag_dir, double s
   return absl::OkStatus();
 }
 
-absl::Status RunReport::Resumed(const std::string& dir, int64_t step) {
+absl::Status RunReport::Resumed(const std::string& dir, int64_t step, const DataPosition& data) {
+  resumed_step_ = step;
   if (group_->rank() != 0) return absl::OkStatus();
   std::printf(
-      "zerotrain: resumed from %s at step %lld (optimizer step %lld, sampler position "
-      "restored)\n",
-      dir.c_str(), static_cast<long long>(step), static_cast<long long>(engine_.optimizer_steps()));
+      "zerotrain: resumed from %s at step %lld (optimizer step %lld); data position restored: "
+      "sample %lld of epoch %lld\n",
+      dir.c_str(), static_cast<long long>(step), static_cast<long long>(engine_.optimizer_steps()),
+      static_cast<long long>(data.sample), static_cast<long long>(data.epoch));
   std::fflush(stdout);
-  return absl::OkStatus();
+  return sink_->DropRowsAfter(step);
 }
 
 absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {

@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "engine/engine.h"
 #include "trainer/config/config_validate.h"
+#include "trainer/data/data_position.h"
 #include "trainer/data/token_dataset.h"
 #include "trainer/metrics/metrics_sink.h"
 #include "trainer/model/gpt.h"
@@ -39,9 +40,13 @@ class RunReport {
   absl::Status Eval(int64_t step, double eval_loss);
   // `tag_dir` is <checkpoint directory>/<tag>.
   absl::Status Saved(int64_t step, const std::string& tag_dir, double seconds);
-  absl::Status Resumed(const std::string& dir, int64_t step);
+  // After a resume from `step`: prints where the run and its data stand, and drops the CSV rows
+  // after `step`. The opening eval at `step` then goes to stdout only: the CSV rows up to `step`
+  // are the saving run's, as a straight run's would be.
+  absl::Status Resumed(const std::string& dir, int64_t step, const DataPosition& data);
   // The summary, each rank's memory when asked, and a sample of generated text.
   absl::Status Finish(Gpt& model, bool memory_summary);
+  const std::string& last_checkpoint() const { return last_checkpoint_; }  // "" = none saved
 
  private:
   RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const engine::Engine& engine)
@@ -72,6 +77,7 @@ class RunReport {
   double train_seconds_ = 0;  // all steps but the first (warm-up)
   double first_loss_ = 0, last_loss_ = 0, last_eval_loss_ = 0, first_eval_loss_ = -1;
   std::string last_checkpoint_;  // "" = none saved
+  int64_t resumed_step_ = -1;    // the step a resumed run's opening eval is at; -1 once written
   Memory peak_;                  // the largest peaks seen at a progress line or the end
   int64_t skipped_seen_ = 0;     // the engine's skipped steps and loss scale after the last step
   double scale_seen_ = 1;

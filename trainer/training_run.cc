@@ -3,18 +3,25 @@
 
 #include <torch/torch.h>
 
+#include <string.h>
+
 #include <chrono>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/manifest.h"
 #include "engine/engine.h"
 #include "partition/sharded_init.h"
 #include "tools/status_macros.h"
+#include "trainer/data/data_position.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
 #include "trainer/model/gpt.h"
 #include "trainer/out_of_memory.h"
 #include "trainer/run_report.h"
+#include "trainer/stop_signal.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -98,6 +105,32 @@ absl::StatusOr<double> GlobalMean(comm::ProcessGroup* group, double value) {
   return v.item<double>();
 }
 
+// The mean loss over ranks, and whether any rank was asked to stop (stop_signal.h): one
+// all-reduce, so every rank stops after the same step.
+struct StepOutcome {
+  double loss = 0;
+  bool stop = false;
+};
+absl::StatusOr<StepOutcome> AgreeOnStep(comm::ProcessGroup* group, double local_loss) {
+  at::Tensor v = at::empty({2}, at::kDouble);
+  v[0] = local_loss;
+  v[1] = StopSignalReceived() != 0 ? 1.0 : 0.0;
+  ZT_RETURN_IF_ERROR(group->AllReduce(v, comm::ReduceOp::kAvg));
+  return StepOutcome{v[0].item<double>(), v[1].item<double>() > 0};
+}
+
+// A clean stop after `step`: Cancelled, which //trainer:main turns into exit code 3.
+absl::Status Stopped(const Trainer& t, int64_t step) {
+  const int signo = StopSignalReceived();
+  return absl::CancelledError(
+      absl::StrCat(kStoppedPrefix, step, " by ",
+                   signo != 0 ? absl::StrCat("signal ", signo, " (", strsignal(signo), ")")
+                              : std::string("another rank's SIGTERM/SIGINT"),
+                   t.report->last_checkpoint().empty()
+                       ? std::string("")
+                       : absl::StrCat("; the last checkpoint is ", t.report->last_checkpoint())));
+}
+
 // One optimizer step: gradient_accumulation_steps micro-batches. Returns this rank's mean loss.
 absl::StatusOr<double> TrainStep(Trainer& t) {
   if (t.schedule != nullptr) {
@@ -160,21 +193,41 @@ absl::Status Evaluate(Trainer& t, int64_t step) {
 std::string CheckpointDir(const RunOptions& run) { return run.output_dir + "/checkpoints"; }
 
 // The trainer's own state rides in the checkpoint's client state: the step the run reached and
-// the sampler's position, so a resumed run sees exactly the batches that would have come next.
+// the data position in samples (data_position.h), so a resumed run on any world size sees exactly
+// the samples that would have come next.
 constexpr char kTrainerStep[] = "trainer_step";
-constexpr char kSamplerPosition[] = "sampler_position";
 
 absl::Status Save(Trainer& t, int64_t step) {
   const double start = Now();
   // Tagged by the trainer's step, which skipped fp16 steps advance too (as DeepSpeed's
   // global_steps), so two saves never meet on one tag.
   const std::string tag = absl::StrCat("global_step", step);
-  ZT_RETURN_IF_ERROR(InPhase(
-      t, RunPhase::kCheckpoint,
-      t.engine->SaveCheckpoint(CheckpointDir(t.config.run), tag,
-                               {{kTrainerStep, std::to_string(step)},
-                                {kSamplerPosition, std::to_string(t.sampler->position())}})));
+  std::map<std::string, std::string> client = {{kTrainerStep, std::to_string(step)}};
+  PutDataPosition(t.sampler->position(), &client);
+  ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kCheckpoint,
+                             t.engine->SaveCheckpoint(CheckpointDir(t.config.run), tag, client)));
   return t.report->Saved(step, CheckpointDir(t.config.run) + "/" + tag, Now() - start);
+}
+
+// For a checkpoint of an earlier version, whose sampler_position counts micro-steps: the samples
+// one micro-step read then, train_batch_size / gradient_accumulation_steps as its manifest
+// records them.
+absl::StatusOr<LegacyDataLayout> LegacyLayout(const std::string& dir) {
+  ZT_ASSIGN_OR_RETURN(const std::string tag, checkpoint::ReadLatest(dir));
+  const std::string path = absl::StrCat(dir, "/", tag, "/", checkpoint::kManifestFileName);
+  ZT_ASSIGN_OR_RETURN(const checkpoint::Manifest m, checkpoint::ReadManifest(path));
+  int64_t batch = 0, accumulation = 0;
+  for (absl::string_view line : absl::StrSplit(m.config_text(), '\n')) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, ": ");
+    if (kv.first == "train_batch_size") (void)absl::SimpleAtoi(kv.second, &batch);
+    if (kv.first == "gradient_accumulation_steps") (void)absl::SimpleAtoi(kv.second, &accumulation);
+  }
+  if (batch <= 0 || accumulation <= 0 || batch % accumulation != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": no train_batch_size / gradient_accumulation_steps to convert its ",
+                     kLegacySamplerPositionKey, " with"));
+  }
+  return LegacyDataLayout{batch / accumulation};
 }
 
 // Loads run.resume_from when set; returns the number of steps already done.
@@ -183,16 +236,23 @@ absl::StatusOr<int64_t> Resume(Trainer& t) {
   if (dir.empty()) return 0;
   auto loaded = t.engine->LoadCheckpoint(dir);
   ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kCheckpoint, loaded.status()));
-  auto client = *std::move(loaded);
-  int64_t step = 0, position = 0;
-  if (!absl::SimpleAtoi(client[kTrainerStep], &step) ||
-      !absl::SimpleAtoi(client[kSamplerPosition], &position) || step < 0 || position < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "run.resume_from = \"", dir, "\": the checkpoint was not written by //trainer:main (its ",
-        kTrainerStep, "/", kSamplerPosition, " are missing or malformed)"));
+  const std::map<std::string, std::string> client = *std::move(loaded);
+  const auto not_ours = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("run.resume_from = \"", dir, "\": ", why,
+                                                   " (was it written by //trainer:main?)"));
+  };
+  int64_t step = 0;
+  auto it = client.find(kTrainerStep);
+  if (it == client.end() || !absl::SimpleAtoi(it->second, &step) || step < 0) {
+    return not_ours(absl::StrCat("the checkpoint's ", kTrainerStep, " is missing or malformed"));
   }
-  t.sampler->Seek(position);
-  ZT_RETURN_IF_ERROR(t.report->Resumed(dir, step));
+  const absl::StatusOr<LegacyDataLayout> legacy =
+      HasOnlyLegacyDataPosition(client) ? LegacyLayout(dir)
+                                        : absl::StatusOr<LegacyDataLayout>(LegacyDataLayout{});
+  auto position = DataPositionFromClientState(client, t.data->NumTrainWindows(), legacy);
+  if (!position.ok()) return not_ours(position.status().message());
+  ZT_RETURN_IF_ERROR(t.sampler->Seek(*position));
+  ZT_RETURN_IF_ERROR(t.report->Resumed(dir, step, *position));
   return step;
 }
 
@@ -214,11 +274,12 @@ absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
   for (int64_t step = done + 1; step <= run.steps; ++step) {
     const double start = Now();
     ZT_ASSIGN_OR_RETURN(const double local_loss, TrainStep(t));
-    ZT_ASSIGN_OR_RETURN(const double loss, GlobalMean(group, local_loss));
-    ZT_RETURN_IF_ERROR(t.report->Step(step, loss, Now() - start));
+    ZT_ASSIGN_OR_RETURN(const StepOutcome outcome, AgreeOnStep(group, local_loss));
+    ZT_RETURN_IF_ERROR(t.report->Step(step, outcome.loss, Now() - start));
     if (run.save_interval > 0 && (step % run.save_interval == 0 || step == run.steps)) {
       ZT_RETURN_IF_ERROR(Save(t, step));
     }
+    if (outcome.stop) return Stopped(t, step);
     if (run.eval_interval > 0 && step % run.eval_interval == 0 && step < run.steps) {
       ZT_RETURN_IF_ERROR(Evaluate(t, step));
     }

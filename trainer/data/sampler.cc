@@ -1,5 +1,5 @@
 // The sampler's permutations (our own splitmix64 + Fisher-Yates, so the order does not depend on
-// the standard library's shuffle) and the eval split's sharding.
+// the standard library's shuffle), the sample stream over them, and the eval split's sharding.
 #include "trainer/data/sampler.h"
 
 #include <algorithm>
@@ -45,8 +45,7 @@ DistributedSampler::DistributedSampler(int64_t num_windows, int world_size, int 
       world_size_(world_size),
       rank_(rank),
       micro_batch_(micro_batch),
-      seed_(seed),
-      steps_per_epoch_(num_windows / (world_size * micro_batch)) {}
+      seed_(seed) {}
 
 void DistributedSampler::Shuffle(int64_t epoch) {
   order_.resize(num_windows_);
@@ -59,20 +58,37 @@ void DistributedSampler::Shuffle(int64_t epoch) {
   shuffled_epoch_ = epoch;
 }
 
+int64_t DistributedSampler::WindowAt(int64_t offset) {
+  const int64_t at = position_.sample + offset;
+  const int64_t epoch = position_.epoch + at / num_windows_;
+  if (epoch != shuffled_epoch_) Shuffle(epoch);
+  return order_[at % num_windows_];
+}
+
 std::vector<int64_t> DistributedSampler::NextWindows() {
-  const int64_t e = epoch();
-  if (e != shuffled_epoch_) Shuffle(e);
-  const int64_t step_in_epoch = position_ % steps_per_epoch_;
-  const int64_t begin = (step_in_epoch * world_size_ + rank_) * micro_batch_;
-  ++position_;
-  return std::vector<int64_t>(order_.begin() + begin, order_.begin() + begin + micro_batch_);
+  std::vector<int64_t> windows(micro_batch_);
+  // At most one epoch change per call (micro_batch <= num_windows), so no permutation is redrawn
+  // twice.
+  for (int64_t i = 0; i < micro_batch_; ++i) windows[i] = WindowAt(rank_ * micro_batch_ + i);
+  const int64_t next = position_.sample + samples_per_micro_step();
+  position_.epoch += next / num_windows_;
+  position_.sample = next % num_windows_;
+  return windows;
 }
 
 Batch DistributedSampler::NextBatch(const TokenDataset& dataset) {
   return dataset.TrainBatch(NextWindows());
 }
 
-void DistributedSampler::Seek(int64_t position) { position_ = std::max<int64_t>(0, position); }
+absl::Status DistributedSampler::Seek(const DataPosition& position) {
+  if (position.epoch < 0 || position.sample < 0 || position.sample >= num_windows_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data position: sample ", position.sample, " of epoch ", position.epoch,
+                     " is not within an epoch of the training split's ", num_windows_, " windows"));
+  }
+  position_ = position;
+  return absl::OkStatus();
+}
 
 EvalBatches::EvalBatches(const TokenDataset& dataset, int world_size, int rank, int64_t micro_batch,
                          int64_t max_batches)

@@ -1,8 +1,10 @@
-// DistributedSampler: which training windows each rank reads at each micro-step. Every epoch is
-// a permutation of all windows, a function of (seed, epoch) only; micro-step s hands the
-// world_size * micro_batch windows at [s * W * B, (s + 1) * W * B) of that permutation out in
-// rank order, so ranks read disjoint windows, an epoch visits each window at most once, and the
-// whole sequence is reproducible from the seed and resumable from position().
+// DistributedSampler: which training windows each rank reads at each micro-step. The samples form
+// one stream, the same for every world size and micro-batch: epoch 0's permutation of all
+// windows, then epoch 1's, ..., each a function of (seed, epoch) only. Each micro-step takes the
+// next world_size * micro_batch samples of the stream and hands them out in rank order (a
+// micro-step may span two epochs), so ranks read disjoint windows, an epoch visits each window
+// exactly once, and a run resumed from position() on any world size or micro-batch continues
+// with exactly the next unseen samples.
 // EvalBatches: the held-out split, sharded over ranks in a fixed order.
 #pragma once
 
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "trainer/data/data_position.h"
 #include "trainer/data/token_dataset.h"
 
 namespace zerotrain::trainer {
@@ -21,32 +24,34 @@ class DistributedSampler {
   static absl::StatusOr<DistributedSampler> Create(int64_t num_windows, int world_size, int rank,
                                                    int64_t micro_batch, uint64_t seed);
 
-  // This rank's next micro_batch window indices; advances position() by one.
+  // This rank's next micro_batch window indices; advances position() by world_size * micro_batch
+  // samples.
   std::vector<int64_t> NextWindows();
   // The same, gathered from the dataset's training split.
   Batch NextBatch(const TokenDataset& dataset);
 
-  // Micro-steps taken since the start (equal on every rank): store it in a checkpoint and Seek()
-  // to it to continue with exactly the batches that would have come next.
-  int64_t position() const { return position_; }
-  void Seek(int64_t position);
+  // Samples consumed by all ranks together (equal on every rank): store it in a checkpoint and
+  // Seek() to it, with any world size or micro-batch, to continue with the next unseen samples.
+  DataPosition position() const { return position_; }
+  // Errors when the sample lies beyond the epoch (a checkpoint of other data), naming both.
+  absl::Status Seek(const DataPosition& position);
 
-  int64_t epoch() const { return position_ / steps_per_epoch_; }
-  // Micro-steps per epoch; the num_windows % (W * B) windows left over differ every epoch.
-  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t epoch() const { return position_.epoch; }
+  int64_t samples_per_micro_step() const { return world_size_ * micro_batch_; }
 
  private:
   DistributedSampler(int64_t num_windows, int world_size, int rank, int64_t micro_batch,
                      uint64_t seed);
   void Shuffle(int64_t epoch);
+  // The window at `offset` samples past position_ in the stream.
+  int64_t WindowAt(int64_t offset);
 
   int64_t num_windows_;
   int world_size_;
   int rank_;
   int64_t micro_batch_;
   uint64_t seed_;
-  int64_t steps_per_epoch_;
-  int64_t position_ = 0;
+  DataPosition position_;
   int64_t shuffled_epoch_ = -1;
   std::vector<int64_t> order_;
 };

@@ -1,5 +1,6 @@
 // DistributedSampler and EvalBatches checked by enumeration: disjoint ranks, full coverage of an
-// epoch, the same sequence for the same seed, Seek() continuing exactly, and eval sharding.
+// epoch, the same sequence for the same seed, Seek() continuing exactly, a resume on another world
+// size (2 -> 4 and 4 -> 2 ranks) reading the same samples as a straight run, and eval sharding.
 #include "trainer/data/sampler.h"
 
 #include <gtest/gtest.h>
@@ -22,12 +23,11 @@ std::vector<std::vector<int64_t>> Take(DistributedSampler& s, int steps) {
   return out;
 }
 
-TEST(SamplerTest, RanksAreDisjointAndAnEpochCoversAllButTheRemainder) {
-  const int64_t windows = 103, batch = 5;
+TEST(SamplerTest, RanksAreDisjointAndAnEpochCoversEveryWindow) {
+  const int64_t windows = 100, batch = 5;
   const int world = 2;
   std::vector<DistributedSampler> ranks;
   for (int r = 0; r < world; ++r) ranks.push_back(Make(windows, world, r, batch, 9));
-  EXPECT_EQ(ranks[0].steps_per_epoch(), 10);
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
     std::set<int64_t> seen;
     for (int step = 0; step < 10; ++step) {
@@ -40,6 +40,61 @@ TEST(SamplerTest, RanksAreDisjointAndAnEpochCoversAllButTheRemainder) {
       }
     }
     EXPECT_EQ(seen.size(), 100u);
+  }
+  EXPECT_EQ(ranks[0].position(), (DataPosition{2, 0}));
+}
+
+// The global sample order a job of `world` ranks reads in `steps` micro-steps from `from`: each
+// micro-step's windows of rank 0, then rank 1, ... The position all ranks end at goes to `end`.
+std::vector<int64_t> JobOrder(int64_t windows, int world, int64_t batch, DataPosition from,
+                              int steps, DataPosition* end) {
+  std::vector<DistributedSampler> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.push_back(Make(windows, world, r, batch, 5));
+    EXPECT_TRUE(ranks.back().Seek(from).ok());
+  }
+  std::vector<int64_t> order;
+  for (int step = 0; step < steps; ++step) {
+    for (auto& s : ranks) {
+      for (int64_t w : s.NextWindows()) order.push_back(w);
+    }
+  }
+  for (auto& s : ranks) EXPECT_EQ(s.position(), ranks[0].position());
+  *end = ranks[0].position();
+  return order;
+}
+
+// The reference: one window at a time (world 1, batch 1), each epoch a permutation of its own.
+TEST(SamplerTest, AResumeOnAnotherWorldSizeReadsTheStraightRunsOrder) {
+  const int64_t windows = 53;  // prime: the 2- and 4-rank micro-steps span epochs
+  DataPosition end;
+  const std::vector<int64_t> straight = JobOrder(windows, 1, 1, {}, 400, &end);
+  EXPECT_EQ(end, (DataPosition{7, 29}));
+  for (int e = 0; e < 7; ++e) {
+    std::set<int64_t> epoch(straight.begin() + e * windows, straight.begin() + (e + 1) * windows);
+    EXPECT_EQ(epoch.size(), static_cast<size_t>(windows)) << "epoch " << e;
+  }
+  struct Leg {
+    int world;
+    int64_t batch;
+    int steps;
+  };
+  const std::vector<std::vector<Leg>> jobs = {
+      {{2, 3, 7}, {4, 3, 11}},             // 2 -> 4 ranks, the same micro-batch
+      {{4, 3, 9}, {2, 3, 13}},             // 4 -> 2 ranks
+      {{2, 4, 10}, {4, 2, 9}, {2, 5, 6}},  // the micro-batch changes too
+  };
+  for (const auto& legs : jobs) {
+    std::vector<int64_t> order;
+    DataPosition at;
+    for (const Leg& leg : legs) {
+      const std::vector<int64_t> part = JobOrder(windows, leg.world, leg.batch, at, leg.steps, &at);
+      order.insert(order.end(), part.begin(), part.end());
+    }
+    ASSERT_LE(order.size(), straight.size());
+    EXPECT_EQ(order, std::vector<int64_t>(straight.begin(), straight.begin() + order.size()))
+        << "from " << legs[0].world << " to " << legs[1].world << " ranks";
+    EXPECT_EQ(at.epoch * windows + at.sample, static_cast<int64_t>(order.size()));
   }
 }
 
@@ -55,14 +110,17 @@ TEST(SamplerTest, SameSeedSameBatchesAndEpochsReshuffle) {
 
 TEST(SamplerTest, SeekContinuesTheExactSequence) {
   DistributedSampler a = Make(60, 3, 1, 4, 7);
-  const auto all = Take(a, 17);  // 5 steps per epoch: crosses three epoch boundaries
-  EXPECT_EQ(a.position(), 17);
+  const auto all = Take(a, 17);  // 12 samples a micro-step: crosses three epoch boundaries
+  EXPECT_EQ(a.position(), (DataPosition{3, 24}));
   DistributedSampler b = Make(60, 3, 1, 4, 7);
-  b.Seek(8);
+  ASSERT_TRUE(b.Seek({1, 36}).ok());  // after 8 micro-steps
   const auto rest = Take(b, 9);
   EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(all.begin() + 8, all.end()));
-  b.Seek(0);
+  ASSERT_TRUE(b.Seek({}).ok());
   EXPECT_EQ(b.NextWindows(), all[0]);
+  const absl::Status beyond = b.Seek({0, 60});
+  EXPECT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.message().find("60 windows"), std::string::npos) << beyond;
 }
 
 TEST(SamplerTest, NextBatchGathersTheWindows) {

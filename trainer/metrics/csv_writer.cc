@@ -1,12 +1,17 @@
-// CSV writing: header handling, one flushed line per step, the file opened at the first line.
+// CSV writing: header handling, one flushed line per step, the file opened at the first line,
+// dropping the rows a resumed run writes again.
 #include "trainer/metrics/csv_writer.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -123,6 +128,45 @@ absl::Status CsvWriter::Write(int64_t step, absl::Span<const Scalar> scalars, do
     pending_header_.clear();
   }
   return WriteLine(line);
+}
+
+absl::Status CsvWriter::DropRowsAfter(int64_t step) {
+  if (file_ != nullptr) std::fflush(file_);
+  // The file is created by the first row; a resume into a fresh directory has none to drop.
+  if (access(path_.c_str(), F_OK) != 0 && errno == ENOENT) return absl::OkStatus();
+  std::ifstream in(path_);
+  if (!in) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read '", path_, "' to drop rows after step ", step));
+  }
+  std::string kept, line;
+  for (bool first = true; std::getline(in, line); first = false) {
+    // Only whole lines (a crash can cut the last one) whose step is at most `step`.
+    if (in.eof()) break;
+    int64_t row_step = 0;
+    const bool header = first && line.rfind("step,", 0) == 0;
+    const bool row = absl::SimpleAtoi(line.substr(0, line.find(',')), &row_step);
+    if (header || (row && row_step <= step)) absl::StrAppend(&kept, line, "\n");
+  }
+  in.close();
+  const std::string tmp = path_ + ".tmp";
+  std::FILE* out = std::fopen(tmp.c_str(), "w");
+  bool written = out != nullptr && std::fputs(kept.c_str(), out) >= 0;
+  if (out != nullptr) written = std::fclose(out) == 0 && written;
+  if (!written || std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return absl::DataLossError(absl::StrCat("cannot rewrite '", path_,
+                                            "' without the rows after step ", step, ": ", reason));
+  }
+  if (file_ == nullptr) return absl::OkStatus();  // opened, appending, by the next row
+  std::fclose(file_);
+  file_ = std::fopen(path_.c_str(), "a");
+  if (file_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot reopen '", path_, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zerotrain::metrics

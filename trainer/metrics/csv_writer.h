@@ -37,6 +37,11 @@ class CsvWriter {
   // means now.
   absl::Status Write(int64_t step, absl::Span<const Scalar> scalars, double wall_time = -1.0);
 
+  // For a resumed run: removes the rows of steps after `step` (written by the run that saved at
+  // `step` before it stopped, and about to be written again) and any partial last line, so no
+  // step appears twice. Rewrites the file crash-safely (a temporary renamed over it).
+  absl::Status DropRowsAfter(int64_t step);
+
   const std::string& path() const { return path_; }
   const std::vector<std::string>& columns() const { return columns_; }
 

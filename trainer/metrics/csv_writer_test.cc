@@ -94,6 +94,36 @@ TEST(CsvWriterTest, ResumeAppendsWithSameColumnsAndRefusesOthers) {
   EXPECT_NE(s.message().find(dir + "/metrics.csv"), std::string::npos) << s;
 }
 
+// A run saved at step 2 and reached step 4 (and half a row) before it stopped; the run resumed
+// from step 2 writes steps 3.. again, each once.
+TEST(CsvWriterTest, AResumeDropsTheRowsAfterItsStepSoNoneRepeats) {
+  const std::string dir = TestDir("csv_resume");
+  const std::vector<Scalar> row = {{"loss", 1}};
+  const std::vector<Scalar> eval = {{"eval_loss", 2}};
+  {
+    auto w = CsvWriter::Open(dir);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->DeclareColumns({"loss", "eval_loss"}).ok());
+    for (int step = 1; step <= 4; ++step) ASSERT_TRUE((*w)->Write(step, row, step).ok());
+    ASSERT_TRUE((*w)->Write(2, eval, 2.5).ok());
+  }
+  std::ofstream(dir + "/metrics.csv", std::ios::app) << "5,5.0";  // cut by a kill
+  auto w = CsvWriter::Open(dir, "metrics.csv", /*append=*/true);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->DeclareColumns({"loss", "eval_loss"}).ok());
+  ASSERT_TRUE((*w)->DropRowsAfter(2).ok());
+  for (int step = 3; step <= 5; ++step) ASSERT_TRUE((*w)->Write(step, row, step).ok());
+  const std::vector<std::string> want = {"step,wall_time,loss,eval_loss",
+                                         "1,1.000,1,",
+                                         "2,2.000,1,",
+                                         "2,2.500,,2",
+                                         "3,3.000,1,",
+                                         "4,4.000,1,",
+                                         "5,5.000,1,"};
+  EXPECT_EQ(Lines(dir + "/metrics.csv"), want);
+  EXPECT_FALSE(std::ifstream(dir + "/metrics.csv.tmp").good());
+}
+
 TEST(CsvWriterTest, ANewRunReplacesTheFile) {
   const std::string dir = TestDir("csv_new_run");
   const std::vector<Scalar> old_row = {{"eval_loss", 1}};

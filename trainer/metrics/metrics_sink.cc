@@ -48,6 +48,10 @@ absl::Status MetricsSink::Write(int64_t step, absl::Span<const Scalar> scalars) 
   return absl::OkStatus();
 }
 
+absl::Status MetricsSink::DropRowsAfter(int64_t step) {
+  return csv_ ? csv_->DropRowsAfter(step) : absl::OkStatus();
+}
+
 absl::Status MetricsSink::WriteTensorBoardOnly(int64_t step, absl::Span<const Scalar> scalars) {
   if (!tensorboard_) return absl::OkStatus();
   return tensorboard_->WriteScalars(step, scalars, WallTimeNow());

@@ -60,6 +60,10 @@ class MetricsSink {
   // runs read ours unchanged. The CSV keeps its one row per step.
   absl::Status WriteTensorBoardOnly(int64_t step, absl::Span<const Scalar> scalars);
 
+  // A resumed run's first call: the CSV forgets the rows after `step` (csv_writer.h), so steps
+  // the stopped run reached after its checkpoint are not listed twice.
+  absl::Status DropRowsAfter(int64_t step);
+
   // Paths of the files written, "" for a monitor that is off.
   std::string csv_path() const { return csv_ ? csv_->path() : ""; }
   std::string tensorboard_path() const { return tensorboard_ ? tensorboard_->path() : ""; }
