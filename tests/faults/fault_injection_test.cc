@@ -22,54 +22,23 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/faults/fault_run.h"
 #include "tests/trainer_process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using zerotrain::faults::FreshDir;
+using zerotrain::faults::kSteps;
+using zerotrain::faults::StraightLosses;
+using zerotrain::faults::Train;
+using zerotrain::faults::WriteConfig;
 using zerotrain::testing::ChildPids;
 using zerotrain::testing::CsvLosses;
-using zerotrain::testing::RunTrainer;
 using zerotrain::testing::TrainerResult;
-using zerotrain::testing::TrainerRun;
 
-std::string g_main;
 int g_trials = 4;
 uint64_t g_seed = 1;
-constexpr int kSteps = 24;
-
-std::string Dir(const std::string& name) {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-// A tiny 2-rank run that saves every 2 steps; `resume` continues `out_dir`'s own checkpoints.
-std::string WriteConfig(const std::string& dir, const std::string& out_dir, int stage,
-                        const std::string& resume_from = "") {
-  const std::string path = dir + "/run.pbtxt";
-  std::ofstream(path) << "train_micro_batch_size_per_gpu: 4\n"
-                      << "zero_optimization { stage: " << stage << " reduce_bucket_size: 20000 }\n"
-                      << "bf16 { enabled: true }\n"
-                      << "optimizer { type: \"AdamW\" params { lr: 3e-3 } }\n"
-                      << "csv_monitor { enabled: true job_name: \"t\" }\n"
-                      << "model { name: \"gpt\" n_layer: 2 n_head: 2 n_embd: 64 block_size: 32 }\n"
-                      << "run { steps: " << kSteps << " seed: 1 output_dir: \"" << out_dir
-                      << "\" eval_interval: 0 eval_iters: 2 sample_tokens: 0 save_interval: 2"
-                      << " resume_from: \"" << resume_from << "\" }\n";
-  return path;
-}
-
-TrainerResult Train(const std::string& dir, const std::string& config,
-                    std::function<void(pid_t)> during = nullptr) {
-  TrainerRun run;
-  run.binary = g_main;
-  run.flags = {"--config=" + config};
-  run.dir = dir;
-  run.during = std::move(during);
-  return RunTrainer(run);
-}
 
 // Waits until none of `pids` exists: a rank killed with its launcher must be gone before the
 // resume starts writing the same directory.
@@ -82,23 +51,6 @@ bool AllGone(const std::vector<pid_t>& pids, std::chrono::seconds limit) {
     }
   }
   return true;
-}
-
-struct Straight {
-  std::map<int64_t, std::string> losses;
-};
-
-// The uninterrupted run of each stage, trained once and shared by the trials.
-const Straight& StraightRun(int stage) {
-  static std::map<int, Straight> runs;
-  if (runs.count(stage) == 0) {
-    const std::string dir = Dir(absl::StrCat("straight", stage));
-    const TrainerResult r = Train(dir, WriteConfig(dir, dir + "/out", stage));
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-    runs[stage] = {CsvLosses(dir + "/out/t/metrics.csv")};
-    EXPECT_EQ(runs[stage].losses.size(), static_cast<size_t>(kSteps));
-  }
-  return runs[stage];
 }
 
 // Where a trial strikes: once step `step`'s row is in metrics.csv (mid-training), or once the
@@ -131,8 +83,8 @@ TEST(FaultInjectionTest, KilledRunsResumeToTheUninterruptedLosses) {
               static_cast<unsigned long long>(g_seed));
   for (int trial = 0; trial < g_trials; ++trial) {
     const int stage = trial % 4;
-    const Straight& straight = StraightRun(stage);
-    ASSERT_FALSE(straight.losses.empty());
+    const auto& straight = StraightLosses(stage);
+    ASSERT_FALSE(straight.empty());
     const bool kill_launcher = rng() % 2 == 0;
     Strike strike;
     strike.during_save = rng() % 2 == 0;
@@ -146,7 +98,7 @@ TEST(FaultInjectionTest, KilledRunsResumeToTheUninterruptedLosses) {
                      strike.delay.count() / 1000.0, " ms after ",
                      strike.during_save ? "the save of step " : "the row of step ", strike.step);
     SCOPED_TRACE(absl::StrCat("trial ", trial, ": stage ", stage, ", ", what));
-    const std::string dir = Dir(absl::StrCat("trial", trial));
+    const std::string dir = FreshDir(absl::StrCat("trial", trial));
     const std::string out = dir + "/out";
     std::vector<pid_t> ranks;
     bool struck = false;
@@ -164,23 +116,33 @@ TEST(FaultInjectionTest, KilledRunsResumeToTheUninterruptedLosses) {
     const std::string checkpoints = out + "/checkpoints";
     const bool saved = fs::exists(checkpoints + "/latest");
     const std::string latest = zerotrain::testing::ReadFile(checkpoints + "/latest");
+    const std::string tag = latest.substr(0, latest.find('\n'));
+    // The kill can come after the last step's save: the run is then complete, as a user would
+    // find it, and there is nothing to resume.
+    const bool finished = tag == absl::StrCat("global_step", kSteps);
     std::printf("  trial %d: stage %d, %s: exit %d, %s%s\n", trial, stage, what.c_str(),
-                killed.exit_code, saved ? "resuming from " : "nothing saved: starting over",
-                latest.substr(0, latest.find('\n')).c_str());
+                killed.exit_code,
+                finished ? "finished before the kill: "
+                         : (saved ? "resuming from " : "nothing saved: starting over"),
+                tag.c_str());
+    if (finished) {
+      EXPECT_EQ(CsvLosses(out + "/t/metrics.csv"), straight) << killed.out;
+      continue;
+    }
     if (!saved) fs::remove_all(out);
-    const std::string resume_dir = Dir(absl::StrCat("trial", trial, "_resume"));
+    const std::string resume_dir = FreshDir(absl::StrCat("trial", trial, "_resume"));
     const TrainerResult resumed =
         Train(resume_dir, WriteConfig(resume_dir, out, stage, saved ? checkpoints : ""));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
-    EXPECT_EQ(CsvLosses(out + "/t/metrics.csv"), straight.losses) << resumed.out;
+    EXPECT_EQ(CsvLosses(out + "/t/metrics.csv"), straight) << resumed.out;
   }
 }
 
 // A file system with room for one checkpoint: the second save fails with the reason named, the
 // first stays `latest`, and a resume from it trains on to the uninterrupted losses.
 TEST(FaultInjectionTest, FullDiskKeepsTheEarlierCheckpoint) {
-  const Straight& straight = StraightRun(2);
-  const std::string dir = Dir("disk_full");
+  const auto& straight = StraightLosses(2);
+  const std::string dir = FreshDir("disk_full");
   const std::string small = dir + "/small";
   fs::create_directories(small);
   // One tag of this model is ~1.4 MiB; the monitors need a few KiB.
@@ -201,13 +163,13 @@ TEST(FaultInjectionTest, FullDiskKeepsTheEarlierCheckpoint) {
   EXPECT_TRUE(absl::StrContains(full.err, "No space left on device")) << full.err;
   EXPECT_EQ(latest.substr(0, latest.find_first_of("\n")), "global_step2");
   // Resumed elsewhere: the small disk is full.
-  const std::string resume_dir = Dir("disk_full_resume");
+  const std::string resume_dir = FreshDir("disk_full_resume");
   fs::create_directories(resume_dir + "/out");
   fs::copy(out + "/t", resume_dir + "/out/t", fs::copy_options::recursive);
   const TrainerResult resumed =
       Train(resume_dir, WriteConfig(resume_dir, resume_dir + "/out", 2, out + "/checkpoints"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
-  EXPECT_EQ(CsvLosses(resume_dir + "/out/t/metrics.csv"), straight.losses);
+  EXPECT_EQ(CsvLosses(resume_dir + "/out/t/metrics.csv"), straight);
 }
 
 }  // namespace
@@ -225,7 +187,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: fault_injection_test <//trainer:main> [--trials=N] [--seed=S]\n");
     return 2;
   }
-  g_main = argv[1];
+  zerotrain::faults::SetTrainerBinary(argv[1]);
   setenv("CUDA_VISIBLE_DEVICES", "", 1);
   return RUN_ALL_TESTS();
 }

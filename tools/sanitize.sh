@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs the tests of zerotrain's concurrent code under sanitizers (docs/RELIABILITY.md):
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan) over every test of comm/,
+#         partition/, offload/ and checkpoint/;
+#   tsan  ThreadSanitizer (--config=tsan) over the tests of comm/ and offload/ that run threads
+#         (executors, Work handles, the shm backend, the launcher, asynchronous file I/O), with
+#         tools/sanitizers/tsan.supp, whose every entry names an uninstrumented library.
+# CI runs both; any report fails the run. Usage: tools/sanitize.sh [asan|tsan|all]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+asan_targets=(//comm/... //partition/... //offload/... //checkpoint/...)
+tsan_targets=(
+  //comm:serial_executor_test //comm:work_test //comm:shm_backend_test //comm:launcher_test
+  //comm:process_group_test
+  //offload:async_file_io_test //offload:pinned_host_pool_test //offload:swap_space_test
+)
+
+run_asan() {
+  echo "sanitize: ASan+UBSan over ${asan_targets[*]}"
+  bazel test --config=asan "${asan_targets[@]}"
+}
+
+run_tsan() {
+  echo "sanitize: TSan over ${tsan_targets[*]}"
+  # Tests run in the exec root (spawn_strategy=local), so an absolute path reaches them.
+  bazel test --config=tsan \
+    --test_env=TSAN_OPTIONS="suppressions=$PWD/tools/sanitizers/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+    "${tsan_targets[@]}"
+}
+
+case "${1:-all}" in
+  asan) run_asan ;;
+  tsan) run_tsan ;;
+  all) run_asan && run_tsan ;;
+  *) echo "usage: tools/sanitize.sh [asan|tsan|all]" >&2; exit 2 ;;
+esac
