@@ -270,20 +270,6 @@ TEST(MainTest, RankOfAnotherLauncherRefusesABadPlacementBeforeTheRendezvous) {
   }
 }
 
-// Two default runs started together on one machine: each launcher picks a free port of its own and
-// names its job, so neither joins the other's rendezvous and both finish.
-TEST(MainTest, TwoRunsAtOnceDoNotMeet) {
-  const std::string a = Dir("together_a"), b = Dir("together_b");
-  Result second;
-  const Result first = RunMain({"--config=" + WriteConfig(a, a + "/out", 3)}, a, [&](pid_t) {
-    second = RunMain({"--config=" + WriteConfig(b, b + "/out", 3)}, b);
-  });
-  EXPECT_EQ(first.exit_code, 0) << first.err;
-  EXPECT_EQ(second.exit_code, 0) << second.err;
-  EXPECT_EQ(StepLosses(first.out), StepLosses(second.out));  // the same seed and data
-  EXPECT_FALSE(StepLosses(first.out).empty()) << first.out;
-}
-
 // A --master_port another process listens on: one line naming it and the flag, exit 2, before
 // any rank starts or anything is written.
 TEST(MainTest, PortInUseIsOneLineAndExit2) {
