@@ -46,8 +46,8 @@ struct GroupOptions {
   bool check_calls = true;
   // Record bytes and time of every op (see CommLog).
   bool log_ops = false;
-  // Gloo: worker threads per group. The network interface comes from GLOO_SOCKET_IFNAME, or is
-  // loopback when MASTER_ADDR is a loopback address, or the host name's address.
+  // Gloo: worker threads per group. The network interface comes from GLOO_SOCKET_IFNAME, else it
+  // is the local address that routes to MASTER_ADDR (local_route.h).
   int gloo_threads = 2;
 };
 
