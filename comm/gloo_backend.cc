@@ -5,22 +5,19 @@
 
 #include <cstdlib>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "comm/local_route.h"
 
 namespace zerotrain::comm {
 namespace {
 
-bool IsLoopback(const std::string& addr) {
-  return addr == "localhost" || absl::StartsWith(addr, "127.") || addr == "::1";
-}
-
-std::shared_ptr<gloo::transport::Device> MakeDevice(const std::string& master_addr) {
+// GLOO_SOCKET_IFNAME wins, as in PyTorch; otherwise the address that routes to MASTER_ADDR (not
+// the host name's, which is often loopback), so peers on other machines can connect back.
+std::shared_ptr<gloo::transport::Device> MakeDevice(const LocalRoute& route) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
   }
-  if (IsLoopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
-  return c10d::ProcessGroupGloo::createDefaultDevice();
+  return c10d::ProcessGroupGloo::createDeviceForHostname(route.address);
 }
 
 c10d::ReduceOp ToC10d(ReduceOp op) {
@@ -98,17 +95,24 @@ class GlooBackend : public Backend {
 }  // namespace
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> ConnectGloo(const BackendContext& ctx) {
+  const std::string who =
+      absl::StrCat("gloo rendezvous of rank ", ctx.rank, " of ", ctx.world_size);
+  auto route = ChooseLocalRoute(ctx.master_addr, 0, "GLOO_SOCKET_IFNAME");
+  if (!route.ok()) {
+    return absl::Status(
+        route.status().code(),
+        absl::StrCat(who, ": choosing the local address: ", route.status().message()));
+  }
   try {
     auto opts = c10d::ProcessGroupGloo::Options::create(ctx.timeout);
-    opts->devices.push_back(MakeDevice(ctx.master_addr));
+    opts->devices.push_back(MakeDevice(*route));
     opts->threads = ctx.gloo_threads;
     return c10::intrusive_ptr<c10d::Backend>(
         c10::make_intrusive<c10d::ProcessGroupGloo>(ctx.store, ctx.rank, ctx.world_size, opts));
   } catch (const std::exception& e) {
     absl::Status s = StatusFromException(e);
-    return absl::Status(s.code(),
-                        absl::StrCat("gloo rendezvous of rank ", ctx.rank, " of ", ctx.world_size,
-                                     " (timeout ", ctx.timeout.count(), " ms): ", s.message()));
+    return absl::Status(s.code(), absl::StrCat(who, " (timeout ", ctx.timeout.count(),
+                                               " ms): ", s.message(), "; ", RouteHint(*route)));
   }
 }
 

@@ -171,6 +171,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const Rendezv
   ctx.timeout = options.timeout;
   ctx.gloo_threads = options.gloo_threads;
   ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "data", shared->first);
+  // NCCL chooses its own socket interface; the one that routes to MASTER_ADDR reaches the others.
+  if (options.backend == BackendKind::kNccl) PointNcclAtRoute(info.master_addr);
   auto backend = options.backend == BackendKind::kGloo  ? MakeGlooBackend(ctx)
                  : options.backend == BackendKind::kShm ? MakeShmBackend(ctx)
                                                         : MakeNcclBackend(ctx);

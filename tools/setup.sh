@@ -16,6 +16,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format-14
   python3-dev  # DeepSpeed (the test oracle) compiles its CPU communication op against Python.h
+  iproute2     # ip netns / tc for //tests/multinode:multinode_test's two "machines"
 )
 
 say() { echo "setup: $*"; }

@@ -1,0 +1,199 @@
+#!/bin/bash
+# Two "machines" on one host: two network namespaces joined by a veth pair, 2 ranks of
+# //trainer:main in each. Trains through --nnodes=2, through torchrun's variables and through
+# Slurm's, and checks that each run's per-step losses (metrics.csv) equal, as text with every
+# digit written, those of one 4-rank node. Then cuts the link mid-run and checks that every rank
+# of both nodes fails within run.comm_timeout_s, naming a peer on the other side. With `tc
+# netem` (where the kernel has sch_netem) a run with added delay and loss must still give the
+# same losses. Needs root (ip netns); without it, or where namespaces cannot be made, it says
+# why and passes.
+#
+# Usage: multinode_test.sh <path of //trainer:main>
+set -euo pipefail
+
+MAIN=$(realpath "$1")
+WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/multinode.XXXXXX")
+ID="$$$((RANDOM % 100))"  # unique per run: namespace and interface names (<= 15 chars)
+NS_A="ztmn${ID}a" NS_B="ztmn${ID}b" VETH_A="ztv${ID}a" VETH_B="ztv${ID}b"
+ADDR_A=10.213.0.1 ADDR_B=10.213.0.2
+TIMEOUT_S=5  # run.comm_timeout_s of the link-cut run
+CHILDREN=()
+
+say() { echo "multinode_test: $*"; }
+fail() {
+  say "FAIL: $*"
+  exit 1
+}
+
+cleanup() {
+  local pid ns
+  for pid in "${CHILDREN[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  for ns in "$NS_A" "$NS_B"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+
+skip() {
+  say "SKIPPED: $*"
+  exit 0
+}
+
+[ "$(id -u)" -eq 0 ] || skip "needs root to make network namespaces (ip netns add)"
+command -v ip >/dev/null || skip "no 'ip' command (Debian package iproute2; tools/setup.sh)"
+ip netns add "$NS_A" 2>"$WORK/netns.err" || skip "ip netns add failed: $(head -n 1 "$WORK/netns.err")"
+ip netns add "$NS_B"
+ip link add "$VETH_A" type veth peer name "$VETH_B"
+ip link set "$VETH_A" netns "$NS_A"
+ip link set "$VETH_B" netns "$NS_B"
+ip -n "$NS_A" addr add "$ADDR_A/24" dev "$VETH_A"
+ip -n "$NS_B" addr add "$ADDR_B/24" dev "$VETH_B"
+for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
+ip -n "$NS_A" link set "$VETH_A" up
+ip -n "$NS_B" link set "$VETH_B" up
+
+# A tiny model for a few steps; every run writes <out>/t/metrics.csv from rank 0.
+config() {  # config <name> [extra run fields]
+  local out="$WORK/$1"
+  cat >"$WORK/$1.pbtxt" <<EOF
+train_micro_batch_size_per_gpu: 2
+steps_per_print: 1
+zero_optimization { stage: 2 reduce_bucket_size: 20000 }
+optimizer { type: "AdamW" params { lr: 3e-3 } }
+csv_monitor { enabled: true job_name: "t" }
+model { name: "gpt" n_layer: 1 n_head: 2 n_embd: 32 block_size: 16 }
+run { steps: ${STEPS:-4} seed: 1 output_dir: "$out" eval_interval: 0 eval_iters: 1
+      sample_tokens: 0 dist_backend: "gloo" device: "cpu" ${2:-} }
+EOF
+  echo "$WORK/$1.pbtxt"
+}
+
+# "step loss" lines of a run's metrics.csv, in step order.
+losses() {
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "loss") c = i; next }
+           c && $c != "" { print $1, $c }' "$WORK/$1/t/metrics.csv" 2>/dev/null
+}
+
+# in_ns <ns> <log> <env...> -- <args...>: //trainer:main in the namespace, in the background.
+in_ns() {
+  local ns=$1 log=$2
+  shift 2
+  local env=()
+  while [ "$1" != "--" ]; do
+    env+=("$1")
+    shift
+  done
+  shift
+  ip netns exec "$ns" env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u SLURM_PROCID \
+    -u GLOO_SOCKET_IFNAME "${env[@]}" "$MAIN" "$@" >"$log" 2>&1 &
+  CHILDREN+=($!)
+  LAST=$!
+}
+
+wait_all() {  # wait_all <what> <pids...>: every one must exit 0
+  local what=$1 pid rc
+  shift
+  for pid in "$@"; do
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" -eq 0 ] || fail "$what: a process exited $rc; logs: $(tail -n 3 "$WORK"/*.log)"
+  done
+}
+
+same_losses() {  # same_losses <run>: equal to the 4-rank reference, step by step
+  local got
+  got=$(losses "$1")
+  [ -n "$got" ] || fail "$1: no losses in $WORK/$1/t/metrics.csv"
+  [ "$got" = "$REFERENCE" ] || fail "$1: losses differ from one 4-rank node:
+$(diff <(echo "$REFERENCE") <(echo "$got"))"
+  say "$1: $(echo "$got" | wc -l) steps, losses equal to one 4-rank node"
+}
+
+start=$SECONDS
+# The reference: one node with 4 ranks, inside namespace A (its own ports).
+in_ns "$NS_A" "$WORK/ref.log" -- --config="$(config ref)" --nproc_per_node=4 \
+  --master_addr=127.0.0.1 --master_port=29500
+wait_all "one node, 4 ranks" "$LAST"
+REFERENCE=$(losses ref)
+[ "$(echo "$REFERENCE" | wc -l)" -eq "${STEPS:-4}" ] || fail "reference: $REFERENCE"
+
+# Our launcher: --nnodes=2, one launcher per node.
+nodes=()
+for node in 0 1; do
+  ns=$NS_A && [ $node -eq 1 ] && ns=$NS_B
+  in_ns "$ns" "$WORK/nnodes$node.log" -- --config="$(config nnodes)" --nproc_per_node=2 \
+    --nnodes=2 --node_rank=$node --master_addr=$ADDR_A --master_port=29501
+  nodes+=("$LAST")
+done
+wait_all "--nnodes=2" "${nodes[@]}"
+same_losses nnodes
+
+# torchrun's and Slurm's variables, one process per rank.
+for scheme in torchrun slurm; do
+  ranks=()
+  for rank in 0 1 2 3; do
+    ns=$NS_A && [ $rank -ge 2 ] && ns=$NS_B
+    if [ $scheme = torchrun ]; then
+      vars=(RANK=$rank WORLD_SIZE=4 LOCAL_RANK=$((rank % 2)) LOCAL_WORLD_SIZE=2)
+    else
+      vars=(SLURM_PROCID=$rank SLURM_NTASKS=4 SLURM_LOCALID=$((rank % 2)) SLURM_NTASKS_PER_NODE=2)
+    fi
+    in_ns "$ns" "$WORK/$scheme$rank.log" "${vars[@]}" MASTER_ADDR=$ADDR_A MASTER_PORT=29502 \
+      OMP_NUM_THREADS=1 -- --config="$(config $scheme)"
+    ranks+=("$LAST")
+  done
+  wait_all "$scheme variables" "${ranks[@]}"
+  same_losses $scheme
+done
+
+# Added latency and loss: slower, same losses. Skipped where the kernel has no sch_netem.
+if ip netns exec "$NS_A" tc qdisc add dev "$VETH_A" root netem delay 2ms loss 1% \
+  2>"$WORK/netem.err"; then
+  nodes=()
+  for node in 0 1; do
+    ns=$NS_A && [ $node -eq 1 ] && ns=$NS_B
+    in_ns "$ns" "$WORK/netem$node.log" -- --config="$(config netem)" --nproc_per_node=2 \
+      --nnodes=2 --node_rank=$node --master_addr=$ADDR_A --master_port=29503
+    nodes+=("$LAST")
+  done
+  wait_all "netem" "${nodes[@]}"
+  same_losses netem
+  ip netns exec "$NS_A" tc qdisc del dev "$VETH_A" root
+else
+  say "SKIPPED the netem case: tc qdisc add ... netem failed: $(head -n 1 "$WORK/netem.err")"
+fi
+
+# The link cut mid-run: every rank of both nodes must fail within the timeout (plus the
+# launcher's grace), naming a rank or the address of the other node.
+nodes=()
+for node in 0 1; do
+  ns=$NS_A && [ $node -eq 1 ] && ns=$NS_B
+  STEPS=100000 config cut "comm_timeout_s: $TIMEOUT_S" >/dev/null
+  in_ns "$ns" "$WORK/cut$node.log" -- --config="$WORK/cut.pbtxt" --nproc_per_node=2 \
+    --nnodes=2 --node_rank=$node --master_addr=$ADDR_A --master_port=29504
+  nodes+=("$LAST")
+done
+for _ in $(seq 600); do
+  [ "$(losses cut | wc -l)" -ge 2 ] && break
+  sleep 0.1
+done
+[ "$(losses cut | wc -l)" -ge 2 ] || fail "the link-cut run did not start training: $(tail -n 3 "$WORK"/cut*.log)"
+ip -n "$NS_A" link set "$VETH_A" down
+cut_at=$SECONDS
+for node in 0 1; do
+  rc=0
+  wait "${nodes[$node]}" || rc=$?
+  [ "$rc" -ne 0 ] || fail "node $node exited 0 after the link was cut"
+done
+took=$((SECONDS - cut_at))
+# The timeout, the launcher's 5 s grace for stopping the other local rank, and start-up slack.
+[ "$took" -le $((TIMEOUT_S + 5 + 5)) ] || fail "the nodes took ${took} s to fail after the cut"
+for node in 0 1; do
+  # The other node's ranks (2 and 3 seen from node 0) or its address.
+  if [ $node -eq 0 ]; then peer='ranks? [23]\b|10\.213\.0\.2'; else peer='ranks? [01]\b|10\.213\.0\.1'; fi
+  err=$(grep -E "zerotrain: error:" "$WORK/cut$node.log" | tail -n 1)
+  echo "$err" | grep -Eq "$peer" || fail "node $node's error names no peer: $err"
+  say "link cut, node $node: exit non-zero after ${took} s: $err"
+done
+say "PASSED in $((SECONDS - start)) s"
