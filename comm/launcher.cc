@@ -23,8 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "comm/rendezvous.h"
-#include "comm/tcp_port.h"
 #include "comm/shm_names.h"
+#include "comm/tcp_port.h"
 
 extern char** environ;
 

@@ -39,7 +39,8 @@ class MisplacedCheckpointTest : public ::testing::Test {
 
   // A copy of the first run's checkpoints to break.
   std::string Copy() {
-    const std::string dir = FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const std::string dir =
+        FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::copy(Checkpoints("first"), dir + "/checkpoints", fs::copy_options::recursive);
     return dir + "/checkpoints";
   }
@@ -47,7 +48,8 @@ class MisplacedCheckpointTest : public ::testing::Test {
   // Resuming from `checkpoints` must fail, and so must consolidating its latest tag, each naming
   // `file`.
   void ExpectRefused(const std::string& checkpoints, const std::string& file) {
-    const std::string dir = FreshDir(absl::StrCat(fs::path(checkpoints).parent_path().filename().string(), "_resume"));
+    const std::string dir =
+        FreshDir(absl::StrCat(fs::path(checkpoints).parent_path().filename().string(), "_resume"));
     const TrainerResult resumed =
         Train(dir, WriteConfig(dir, dir + "/out", kStage, checkpoints, 6));
     EXPECT_NE(resumed.exit_code, 0) << resumed.out << resumed.err;
@@ -63,7 +65,8 @@ class MisplacedCheckpointTest : public ::testing::Test {
     const TrainerResult consolidated = zerotrain::testing::RunTrainer(run);
     EXPECT_NE(consolidated.exit_code, 0) << consolidated.out << consolidated.err;
     EXPECT_TRUE(absl::StrContains(consolidated.err, file))
-        << "consolidate does not name " << file << ":\n" << consolidated.err;
+        << "consolidate does not name " << file << ":\n"
+        << consolidated.err;
     EXPECT_FALSE(fs::exists(dir + "/model.pt"));
   }
 };
