@@ -53,7 +53,7 @@ TEST(ConfigLoader, NoFlagsGivesTheDefaultFileCompiledIn) {
   EXPECT_EQ(DefaultConfigPbtxt(),
             ReadFile(std::string(kConfigs) + "default.pbtxt").insert(0, "\n"));
   EXPECT_EQ(builtin.zero_optimization().stage(), 2);
-  EXPECT_TRUE(builtin.bf16().enabled());
+  EXPECT_FALSE(builtin.bf16().enabled());  // fp32: see the comment in default.pbtxt
   EXPECT_TRUE(warnings.empty());
 }
 
