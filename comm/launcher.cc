@@ -229,6 +229,16 @@ absl::Status Supervise(const LaunchOptions& o, std::vector<Rank>& ranks, int fir
       // got < 0 (ECHILD): reaped by someone else, so how it ended is unknown: not a success.
       const bool failed = got < 0 || !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (!failed || stopping) continue;
+      if (o.stopped_exit_code != 0 && got > 0 && WIFEXITED(status) &&
+          WEXITSTATUS(status) == o.stopped_exit_code) {
+        if (cancelled.ok()) {
+          cancelled = absl::CancelledError(absl::StrCat(
+              "rank ", first_global_rank + r.rank, " (pid ", r.pid,
+              ") was stopped by a signal sent to it and exited with code ", o.stopped_exit_code));
+        }
+        if (stop_at == Clock::time_point::max()) stop_at = Clock::now() + o.peer_failure_wait;
+        continue;
+      }
       const std::string message = RankError(r);
       Failure f{absl::AbortedError(
                     absl::StrCat("rank ", first_global_rank + r.rank, " (pid ", r.pid, ") ",

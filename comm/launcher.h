@@ -36,13 +36,17 @@ struct LaunchOptions {
   // the others are left to end on their own before they are stopped, so that the rank whose
   // error started it is the one reported.
   std::chrono::milliseconds peer_failure_wait{std::chrono::seconds(3)};
+  // The exit code with which a rank says it was asked to stop (a signal sent to it directly, not
+  // through this launcher) and stopped cleanly; 0: none. Such a rank is not a failure: the others
+  // get peer_failure_wait to stop too, and the launch ends Cancelled as if it had been signalled.
+  int stopped_exit_code = 0;
 };
 
 // Runs this node's ranks and waits for them. OK when every rank exits 0; otherwise Aborted with
 // the first failing rank, how it ended and its error message (a rank's own error is preferred to
 // one that only echoes another rank's failure); Cancelled when a forwarded SIGINT/SIGTERM ended
-// the job. Invalid options, and a port in use, are InvalidArgument naming the option; no rank is
-// started then.
+// the job, or ranks exited with stopped_exit_code and none failed. Invalid options, and a port in
+// use, are InvalidArgument naming the option; no rank is started then.
 absl::Status LaunchRanks(const LaunchOptions& options);
 
 // True in a process started by LaunchRanks.

@@ -174,6 +174,20 @@ TEST(LauncherTest, ForwardsSigintToEveryRank) {
   EXPECT_LT(run.seconds, 10.0);
 }
 
+// Ranks that were signalled directly (not through the launcher) and stopped cleanly, exiting with
+// stopped_exit_code, are no failure: the launch ends Cancelled, as if the launcher had been
+// signalled, and the later rank is left to stop on its own.
+TEST(LauncherTest, RanksThatStoppedOnTheirOwnSignalEndTheLaunchCancelled) {
+  const std::string dir = TempDir("stopped");
+  const LauncherRun run = RunLauncher("stopped", dir);
+  EXPECT_EQ(run.exit_code, 3) << run.stderr_text;
+  EXPECT_NE(run.stderr_text.find("CANCELLED"), std::string::npos) << run.stderr_text;
+  EXPECT_NE(run.stderr_text.find("was stopped by a signal sent to it and exited with code 7"),
+            std::string::npos)
+      << run.stderr_text;
+  EXPECT_LT(run.seconds, 10.0);
+}
+
 TEST(LauncherTest, RejectsBadOptions) {
   LaunchOptions o;
   o.nnodes = 2;

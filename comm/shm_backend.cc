@@ -219,7 +219,10 @@ class ShmBackend : public Backend {
       }
       at::Tensor mine = t.narrow(0, o + lo(me), lo(me + 1) - lo(me));
       Reduce(parts, mine, op);
-      std::memcpy(seg_->slot(set, me) + lo(me) * es, mine.data_ptr(), mine.numel() * es);
+      // An empty share (fewer elements than ranks) may have no storage: memcpy from null is UB.
+      if (mine.numel() > 0) {
+        std::memcpy(seg_->slot(set, me) + lo(me) * es, mine.data_ptr(), mine.numel() * es);
+      }
       ZT_RETURN_IF_ERROR(Sync(chunk, deadline));
       for (int j = 0; j < w; ++j) {
         if (j != me)

@@ -251,10 +251,11 @@ int Main(int argc, char** argv) {
   launch.master_addr = flags->master_addr;
   launch.master_port = flags->master_port;
   launch.args = flags->rank_args;
+  launch.stopped_exit_code = kStoppedExitCode;
   const absl::Status s = comm::LaunchRanks(launch);
   if (s.ok()) return 0;
   if (absl::IsInvalidArgument(s)) return Fail(kBadInput, std::string(s.message()));
-  return Fail(absl::IsCancelled(s) ? 3 : 1, std::string(s.message()));
+  return Fail(absl::IsCancelled(s) ? kStoppedExitCode : 1, std::string(s.message()));
 }
 
 }  // namespace

@@ -501,11 +501,13 @@ TEST(MainTest, AResumeOnMoreRanksReadsEverySampleOnceAndListsEveryStepOnce) {
 }
 
 // A job sent SIGTERM (as a user or batch system stops it): `when` returns once the moment has
-// come. The launcher forwards the signal, every rank stops after the same step and unwinds, and
-// the job exits 3 within seconds, leaving no shared-memory segment, no swap or temporary file,
-// and `latest` on a complete checkpoint.
+// come. The launcher forwards the signal (or, with to_ranks, the ranks get it directly, as from a
+// batch system that signals every process), every rank stops after the same step and unwinds,
+// and the job exits 3 within seconds, leaving no shared-memory segment, no swap or temporary
+// file, and `latest` on a complete checkpoint.
 void ExpectCleanStop(const std::string& name, const std::map<std::string, std::string>& replace,
-                     const std::function<bool(const std::string& dir, pid_t launcher)>& when) {
+                     const std::function<bool(const std::string& dir, pid_t launcher)>& when,
+                     bool to_ranks = false) {
   SCOPED_TRACE(name);
   const std::string dir = Dir(name);
   fs::create_directories(dir + "/nvme");
@@ -523,7 +525,11 @@ void ExpectCleanStop(const std::string& name, const std::map<std::string, std::s
         for (int i = 0; i < 1200 && !when(dir, pid); ++i) {
           std::this_thread::sleep_for(std::chrono::milliseconds(25));
         }
-        kill(pid, SIGTERM);
+        if (to_ranks) {
+          for (pid_t rank : Children(pid)) kill(rank, SIGTERM);
+        } else {
+          kill(pid, SIGTERM);
+        }
         signalled_at = now();
       });
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
@@ -569,6 +575,11 @@ TEST(MainTest, SigtermStopsTheJobCleanlyAtStartUpMidTrainingAndDuringASave) {
       [](const std::string& dir, pid_t) {
         return !StepLosses(Read(dir + "/stdout")).empty() && !fs::is_empty(dir + "/nvme");
       });
+  // Mid-training, the signal sent to the ranks rather than to the launcher.
+  ExpectCleanStop(
+      "stop_ranks_directly", {{"run", shm + " }"}},
+      [](const std::string& dir, pid_t) { return !StepLosses(Read(dir + "/stdout")).empty(); },
+      /*to_ranks=*/true);
   // During a save: one every step, so the signal lands in or next to one.
   ExpectCleanStop("stop_saving", {{"run", shm + " save_interval: 1 }"}},
                   [](const std::string& dir, pid_t) {
