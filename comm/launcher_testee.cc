@@ -2,8 +2,7 @@
 // (global ranks 2 and 3 of 4 on port 29123, or in mode "standalone" ranks 0 and 1 of a one-node
 // job on a port of the launcher's choosing) and exits 0 (all ranks fine), 1 (a rank failed) or 3
 // (stopped by a signal, or every rank that ended did so with kStopped), printing the launcher's
-// error; as a rank it does what argv[1] says,
-// leaving evidence in the directory argv[2].
+// error; as a rank it does what argv[1] says, leaving evidence in the directory argv[2].
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
