@@ -35,97 +35,17 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "comm/shm_names.h"
 #include "gtest/gtest.h"
+#include "trainer/main_runner.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-std::string g_main;  // argv[1]: the trainer binary
-
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string Dir(const std::string& name) {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  fs::create_directories(dir);
-  return dir;
-}
-
-// A config for a tiny, fast run writing into `out_dir`, one top-level entry per key; `replace`
-// swaps entries (or adds new keys) by key.
-std::string WriteConfig(const std::string& dir, const std::string& out_dir, int steps,
-                        const std::map<std::string, std::string>& replace = {}) {
-  std::map<std::string, std::string> entries = {
-      {"micro", "train_micro_batch_size_per_gpu: 4"},
-      {"print", "steps_per_print: 5"},
-      {"zero", "zero_optimization { stage: 2 reduce_bucket_size: 20000 }"},
-      {"bf16", "bf16 { enabled: true }"},
-      {"optimizer", "optimizer { type: \"AdamW\" params { lr: 3e-3 } }"},
-      {"csv", "csv_monitor { enabled: true job_name: \"t\" }"},
-      {"tb", "tensorboard { enabled: true job_name: \"t\" }"},
-      {"model", "model { name: \"gpt\" n_layer: 2 n_head: 2 n_embd: 64 block_size: 32 }"},
-      {"run", "run { steps: " + std::to_string(steps) + " seed: 1 output_dir: \"" + out_dir +
-                  "\" eval_interval: 0 eval_iters: 2 sample_tokens: 20 }"},
-  };
-  for (const auto& [key, text] : replace) entries[key] = text;
-  const std::string path = dir + "/run.pbtxt";
-  std::ofstream out(path);
-  for (const auto& [key, text] : entries) out << text << "\n";
-  return path;
-}
-
-// `env` entries ("NAME=value") are added to the test's environment.
-Result RunMain(const std::vector<std::string>& flags, const std::string& dir,
-               const std::function<void(pid_t)>& during = nullptr,
-               const std::vector<std::string>& env = {}) {
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, (dir + "/stdout").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&files, 2, (dir + "/stderr").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<std::string> args = {g_main};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_strings = env;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  Result r;
-  const auto start = std::chrono::steady_clock::now();
-  pid_t pid = -1;
-  if (posix_spawn(&pid, g_main.c_str(), &files, nullptr, argv.data(), envp.data()) != 0) return r;
-  posix_spawn_file_actions_destroy(&files);
-  if (during) during(pid);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = Read(dir + "/stdout");
-  r.err = Read(dir + "/stderr");
-  return r;
-}
-
-std::vector<double> StepLosses(const std::string& out) {
-  std::vector<double> losses;
-  const std::regex line(R"(step +\d+/\d+ \| loss ([0-9.]+))");
-  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
-    losses.push_back(std::stod((*it)[1]));
-  }
-  return losses;
-}
+using zerotrain::trainer::testing::Dir;
+using zerotrain::trainer::testing::Read;
+using zerotrain::trainer::testing::Result;
+using zerotrain::trainer::testing::RunMain;
+using zerotrain::trainer::testing::StepLosses;
+using zerotrain::trainer::testing::WriteConfig;
 
 TEST(MainTest, TwoRankRunLearnsAndWritesItsMonitors) {
   const std::string dir = Dir("learn");
@@ -685,6 +605,10 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
        {},
        {"--ds_config=" + root + "/duplicate.json"},
        "duplicate key \"train_micro_batch_size_per_gpu\""},
+      {"token_glob_matches_nothing",
+       {{"data", "data { source: \"tokens\" path: \"" + root + "/none_*.bin\" }"}},
+       {},
+       root + "/none_*.bin matches no file"},
       {"earlier_checkpoints",
        {{"run", "run { steps: 3 save_interval: 1 output_dir: \"" + root + "/earlier\" }"}},
        {},
@@ -745,7 +669,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: main_test <path of //trainer:main>\n");
     return 2;
   }
-  g_main = argv[1];
+  zerotrain::trainer::testing::SetMainBinary(argv[1]);
   // These are tests of CPU runs ("auto" must find no GPU, "cuda" must be refused) whatever the
   // machine; the children inherit this.
   setenv("CUDA_VISIBLE_DEVICES", "", 1);

@@ -10,6 +10,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "tools/status_macros.h"
+#include "trainer/data/token_files.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -182,6 +184,22 @@ absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
   return absl::OkStatus();
 }
 
+// Opens what data.path names before any rank starts: a text file, or every token file the list
+// and globs expand to (headers and sizes only; the ids are checked as they are read).
+absl::Status CheckDataFiles(const std::string& source, const std::string& path) {
+  if (source == "text") {
+    if (std::ifstream(path).good()) return absl::OkStatus();
+    return absl::NotFoundError(std::string("cannot read: ") + std::strerror(errno));
+  }
+  ZT_ASSIGN_OR_RETURN(const std::vector<std::string> files, ExpandTokenFiles(path));
+  for (const std::string& file : files) {
+    if (absl::StatusOr<TokenFileInfo> info = InspectTokenFile(file); !info.ok()) {
+      return info.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DataFromConfig(const TrainerConfigProto& c, DataOptions* data,
                             TrainerConfigProto* effective) {
   const DataConfig& d = c.data();
@@ -192,9 +210,8 @@ absl::Status DataFromConfig(const TrainerConfigProto& c, DataOptions* data,
     data->source = source == "text" ? DataSource::kText : DataSource::kTokens;
     if (d.path().empty())
       return Invalid("data.path", "\"\"", "data.source " + source + " needs a file");
-    if (!std::ifstream(d.path()).good()) {
-      return Invalid("data.path", "\"" + d.path() + "\"",
-                     std::string("cannot read: ") + std::strerror(errno));
+    if (absl::Status s = CheckDataFiles(source, d.path()); !s.ok()) {
+      return Invalid("data.path", "\"" + d.path() + "\"", std::string(s.message()));
     }
     data->path = d.path();
   } else {

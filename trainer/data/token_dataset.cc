@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "tools/status_macros.h"
 #include "trainer/data/corpus.h"
+#include "trainer/data/token_files.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -41,9 +42,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // One token per byte; every byte must be a valid id.
-absl::StatusOr<std::vector<uint16_t>> BytesToTokens(std::string_view bytes, int64_t vocab_size,
+absl::StatusOr<std::vector<uint32_t>> BytesToTokens(std::string_view bytes, int64_t vocab_size,
                                                     const std::string& source) {
-  std::vector<uint16_t> tokens(bytes.size());
+  std::vector<uint32_t> tokens(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) {
     const unsigned char b = static_cast<unsigned char>(bytes[i]);
     if (b >= vocab_size) {
@@ -57,28 +58,7 @@ absl::StatusOr<std::vector<uint16_t>> BytesToTokens(std::string_view bytes, int6
   return tokens;
 }
 
-absl::StatusOr<std::vector<uint16_t>> ParseTokenFile(const std::string& bytes, int64_t vocab_size,
-                                                     const std::string& path) {
-  if (bytes.size() % 2 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token file '", path, "' has ", bytes.size(),
-                     " bytes, an odd number; uint16 ids need 2 each"));
-  }
-  std::vector<uint16_t> tokens(bytes.size() / 2);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const auto lo = static_cast<unsigned char>(bytes[2 * i]);
-    const auto hi = static_cast<unsigned char>(bytes[2 * i + 1]);
-    tokens[i] = static_cast<uint16_t>(lo | (hi << 8));
-    if (tokens[i] >= vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token file '", path, "': id ", tokens[i], " at byte offset ", 2 * i,
-                       " is not below model.vocab_size ", vocab_size));
-    }
-  }
-  return tokens;
-}
-
-absl::StatusOr<std::vector<uint16_t>> ReadStream(const DataOptions& options, int64_t vocab_size) {
+absl::StatusOr<std::vector<uint32_t>> ReadStream(const DataOptions& options, int64_t vocab_size) {
   switch (options.source) {
     case DataSource::kEmbedded:
       return BytesToTokens(EmbeddedCorpus(), vocab_size, "the embedded corpus");
@@ -87,8 +67,11 @@ absl::StatusOr<std::vector<uint16_t>> ReadStream(const DataOptions& options, int
       return BytesToTokens(bytes, vocab_size, absl::StrCat("text file '", options.path, "'"));
     }
     case DataSource::kTokens: {
-      ZT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(options.path));
-      return ParseTokenFile(bytes, vocab_size, options.path);
+      if (options.path.empty()) {
+        return absl::InvalidArgumentError("data.path is empty; name token files or a glob");
+      }
+      ZT_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandTokenFiles(options.path));
+      return ReadTokenFiles(files, vocab_size);
     }
   }
   return absl::InvalidArgumentError(
@@ -97,7 +80,7 @@ absl::StatusOr<std::vector<uint16_t>> ReadStream(const DataOptions& options, int
 
 }  // namespace
 
-TokenDataset::TokenDataset(std::vector<uint16_t> tokens, int64_t train_tokens, int64_t block_size,
+TokenDataset::TokenDataset(std::vector<uint32_t> tokens, int64_t train_tokens, int64_t block_size,
                            std::string source)
     : tokens_(std::move(tokens)),
       train_tokens_(train_tokens),
@@ -129,7 +112,7 @@ Batch TokenDataset::Gather(int64_t split_begin, int64_t split_tokens,
     const int64_t start = windows[i] * t;
     TORCH_CHECK(windows[i] >= 0 && start + t < split_tokens, "window ", windows[i],
                 " is outside a split of ", split_tokens, " tokens");
-    const uint16_t* src = tokens_.data() + split_begin + start;
+    const uint32_t* src = tokens_.data() + split_begin + start;
     for (int64_t j = 0; j < t; ++j) {
       xp[i * t + j] = src[j];
       yp[i * t + j] = src[j + 1];
@@ -149,7 +132,7 @@ absl::StatusOr<TokenDataset> LoadTokens(const DataOptions& options, int64_t voca
                                                    block_size, ") and vocab_size (", vocab_size,
                                                    ")"));
   }
-  ZT_ASSIGN_OR_RETURN(std::vector<uint16_t> tokens, ReadStream(options, vocab_size));
+  ZT_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, ReadStream(options, vocab_size));
   const std::string source =
       options.source == DataSource::kEmbedded ? "embedded corpus" : options.path;
   const int64_t total = static_cast<int64_t>(tokens.size());

@@ -1,6 +1,7 @@
-// TokenDataset: the trainer's token stream (the embedded corpus, a text file or a uint16 token
-// file, docs/DATA.md), split into a training part and a held-out tail for the eval loss, and cut
-// into non-overlapping windows of block_size + 1 tokens (inputs and shifted targets).
+// TokenDataset: the trainer's token stream (the embedded corpus, a text file, or token files of
+// uint16 or uint32 ids: llm.c's shards and nanoGPT's, docs/DATA.md), split into a training part and
+// a held-out tail for the eval loss, and cut into non-overlapping windows of block_size + 1 tokens
+// (inputs and shifted targets).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,7 +22,7 @@ struct Batch {
 
 class TokenDataset {
  public:
-  TokenDataset(std::vector<uint16_t> tokens, int64_t train_tokens, int64_t block_size,
+  TokenDataset(std::vector<uint32_t> tokens, int64_t train_tokens, int64_t block_size,
                std::string source);
 
   // Window w of a split covers tokens [w*T, w*T + T] of that split: x is the first T, y the
@@ -40,7 +41,7 @@ class TokenDataset {
   Batch Gather(int64_t split_begin, int64_t split_tokens,
                const std::vector<int64_t>& windows) const;
 
-  std::vector<uint16_t> tokens_;
+  std::vector<uint32_t> tokens_;
   int64_t train_tokens_;
   int64_t block_size_;
   std::string source_;
@@ -48,12 +49,14 @@ class TokenDataset {
 
 // Loads the tokens DataOptions names and splits them: the last eval_fraction of the stream is
 // held out (rounded down to whole tokens). Errors name the file (or data field) and the value:
-// a missing, unreadable or empty file, a token file of odd size, a token id >= vocab_size (with
-// its byte offset), a split too short for one window of block_size + 1 tokens.
+// a missing, unreadable or empty file, a glob that matches nothing, a token file that is neither
+// a whole llm.c shard nor an even-sized nanoGPT file, a token id >= vocab_size (with its byte
+// offset), a split too short for one window of block_size + 1 tokens.
 absl::StatusOr<TokenDataset> LoadTokens(const DataOptions& options, int64_t vocab_size,
                                         int64_t block_size);
 
-// Writes tokens as little-endian uint16, the layout LoadTokens reads for DataSource::kTokens.
+// Writes tokens as headerless little-endian uint16 (nanoGPT's layout, one that LoadTokens reads
+// for DataSource::kTokens).
 absl::Status WriteTokenFile(const std::string& path, const std::vector<uint16_t>& tokens);
 
 }  // namespace zerotrain::trainer

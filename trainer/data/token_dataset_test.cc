@@ -113,13 +113,50 @@ void ExpectError(const absl::StatusOr<TokenDataset>& got, const std::vector<std:
   }
 }
 
+// An llm.c shard of uint32 ids, its header written field by field as llm.c's scripts do.
+std::string WriteLlmcUint32(const std::string& name, const std::vector<uint32_t>& ids) {
+  std::string bytes(1024 + 4 * ids.size(), '\0');
+  auto put = [&bytes](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  put(0, 20240801);
+  put(4, 7);
+  put(8, static_cast<uint32_t>(ids.size()));
+  for (size_t i = 0; i < ids.size(); ++i) put(1024 + 4 * i, ids[i]);
+  return WriteBytes(name, bytes);
+}
+
+TEST(TokenDatasetTest, Uint32ShardsByGlobAreOneStream) {
+  const int64_t vocab = 128256;  // Llama 3's
+  std::vector<uint32_t> all;
+  for (int i = 0; i < 600; ++i) all.push_back(static_cast<uint32_t>((i * 104729) % vocab));
+  // Written out of order: the glob's matches are sorted, so shard_0 comes first.
+  WriteLlmcUint32("shard_1.bin", std::vector<uint32_t>(all.begin() + 250, all.end()));
+  WriteLlmcUint32("shard_0.bin", std::vector<uint32_t>(all.begin(), all.begin() + 250));
+  auto data = LoadTokens(FileOptions(DataSource::kTokens, TempPath("shard_*.bin"), 0.0), vocab, 20);
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ(data->train_tokens(), 600);
+  bool above_uint16 = false;
+  for (int64_t w = 0; w < data->NumTrainWindows(); ++w) {
+    Batch b = data->TrainBatch({w});
+    for (int j = 0; j < 20; ++j) {
+      ASSERT_EQ(b.x[0][j].item<int64_t>(), all[w * 20 + j]);
+      ASSERT_EQ(b.y[0][j].item<int64_t>(), all[w * 20 + j + 1]);
+      above_uint16 |= all[w * 20 + j] > 65535;
+    }
+  }
+  EXPECT_TRUE(above_uint16) << "the test should carry ids that need 32 bits";
+  ExpectError(LoadTokens(FileOptions(DataSource::kTokens, TempPath("shard_*.bin")), 1000, 20),
+              {TempPath("shard_0.bin"), "outside the vocabulary"});
+}
+
 TEST(TokenDatasetTest, BadFilesNameTheFile) {
   const std::string missing = TempPath("no_such_file.txt");
   ExpectError(LoadTokens(FileOptions(DataSource::kText, missing), 256, 8), {missing, "No such"});
   const std::string empty = WriteBytes("empty.txt", "");
   ExpectError(LoadTokens(FileOptions(DataSource::kText, empty), 256, 8), {empty, "empty"});
   const std::string dir = TempPath("");
-  ExpectError(LoadTokens(FileOptions(DataSource::kTokens, dir), 256, 8), {dir, "cannot read"});
+  ExpectError(LoadTokens(FileOptions(DataSource::kTokens, dir), 256, 8), {dir, "directory"});
   const std::string odd = WriteBytes("odd.bin", std::string(101, '\0'));
   ExpectError(LoadTokens(FileOptions(DataSource::kTokens, odd), 256, 8), {odd, "101 bytes", "odd"});
   std::vector<uint16_t> ids(100, 3);
@@ -127,7 +164,7 @@ TEST(TokenDatasetTest, BadFilesNameTheFile) {
   const std::string big = TempPath("big.bin");
   ASSERT_TRUE(WriteTokenFile(big, ids).ok());
   ExpectError(LoadTokens(FileOptions(DataSource::kTokens, big), 256, 8),
-              {big, "id 300", "byte offset 80", "vocab_size 256"});
+              {big, "id 300", "byte offset 80", "size 256"});
   const std::string text = WriteBytes("hi.txt", "hello \xc3\xa9 world, long enough for a block");
   ExpectError(LoadTokens(FileOptions(DataSource::kText, text, 0.0), 128, 8),
               {text, "byte 195", "offset 6"});
@@ -135,6 +172,9 @@ TEST(TokenDatasetTest, BadFilesNameTheFile) {
   ExpectError(LoadTokens(FileOptions(DataSource::kText, short_file, 0.5), 256, 32),
               {short_file, "40 tokens", "block_size + 1 = 33"});
   ExpectError(LoadTokens(FileOptions(DataSource::kText, "", 0.1), 256, 8), {"data.path"});
+  ExpectError(LoadTokens(FileOptions(DataSource::kTokens, "", 0.1), 256, 8), {"data.path"});
+  const std::string none = TempPath("nothing_*.bin");
+  ExpectError(LoadTokens(FileOptions(DataSource::kTokens, none), 256, 8), {none, "matches no"});
   ExpectError(LoadTokens(FileOptions(DataSource::kEmbedded, "", 1.0), 256, 8),
               {"data.eval_fraction", "got 1"});
 }

@@ -2,10 +2,8 @@
 // (docs/DATA.md, "Token files"). llm.c's shards: a header of 256 little-endian int32 (magic,
 // version, token count; 20240520/1 holds uint16 ids as for GPT-2, 20240801/7 uint32 ids as for
 // Llama 3), then the ids; nanoGPT's: uint16 ids, no header. Several files, and globs, are one
-// dataset in the order given, each glob's matches sorted.
-//
-// Not yet the trainer's data source: //trainer:main still reads DataOptions' single uint16 file
-// through LoadTokens. This is the reader that source will use (issue 17, item 5).
+// dataset in the order given, each glob's matches sorted. LoadTokens (token_dataset.h) reads
+// data.source "tokens" through this.
 #pragma once
 
 #include <cstdint>

@@ -99,9 +99,9 @@ absl::Status ValidateGptOptions(const GptOptions& o) {
                               {"n_embd", o.n_embd}}) {
     if (absl::Status s = Positive(field, value); !s.ok()) return s;
   }
-  if (o.vocab_size > 65536) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.vocab_size must be at most 65536 (token ids are uint16), got ", o.vocab_size));
+  if (o.vocab_size > kMaxVocabSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.vocab_size must be at most ", kMaxVocabSize, ", got ", o.vocab_size));
   }
   if (o.n_embd % o.n_head != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

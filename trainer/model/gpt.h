@@ -37,6 +37,10 @@ struct GptOptions {
   std::function<void(torch::nn::Module&)> after_submodule;
 };
 
+// Token ids are read as uint32 (trainer/data/token_files.h) and embedded through int64 indices;
+// the bound keeps the embedding's row count an int32, which every backend's kernels accept.
+inline constexpr int64_t kMaxVocabSize = 2147483647;
+
 // Rejects values that cannot build a model, naming the field and value.
 absl::Status ValidateGptOptions(const GptOptions& options);
 

@@ -1,0 +1,75 @@
+// //trainer:main on the token files users' data preparation writes (docs/DATA.md): llm.c shards
+// of uint32 ids, named by a glob, train exactly as the same ids given as a text file (one token
+// per byte) do. (A glob that matches nothing is among main_test's bad inputs.)
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "trainer/main_runner.h"
+
+namespace zerotrain::trainer::testing {
+namespace {
+
+// Byte-level "text" with enough structure for the loss to fall.
+std::string Text(size_t n) {
+  const std::string words[] = {"the ",  "quick ", "brown ", "fox ",  "jumps ",
+                               "over ", "a ",     "lazy ",  "dog.\n"};
+  std::string text;
+  for (size_t i = 0; text.size() < n; ++i) text += words[(i * 7 + i / 9) % 9];
+  text.resize(n);
+  return text;
+}
+
+// An llm.c shard of uint32 ids (magic 20240801, version 7), the header written field by field.
+void WriteLlmcUint32(const std::string& path, const std::string& bytes) {
+  std::string out(1024 + 4 * bytes.size(), '\0');
+  auto put = [&out](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) out[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  put(0, 20240801);
+  put(4, 7);
+  put(8, static_cast<uint32_t>(bytes.size()));
+  for (size_t i = 0; i < bytes.size(); ++i) put(1024 + 4 * i, static_cast<unsigned char>(bytes[i]));
+  std::ofstream(path, std::ios::binary) << out;
+}
+
+TEST(MainDataTest, LlmcShardsByGlobTrainAsTheSameIdsInATextFile) {
+  const std::string dir = Dir("shards");
+  const std::string text = Text(24000);
+  std::ofstream(dir + "/all.txt", std::ios::binary) << text;
+  // Three shards, written out of order: the glob's matches are sorted.
+  WriteLlmcUint32(dir + "/train_002.bin", text.substr(16000));
+  WriteLlmcUint32(dir + "/train_000.bin", text.substr(0, 9000));
+  WriteLlmcUint32(dir + "/train_001.bin", text.substr(9000, 7000));
+
+  auto run = [&](const std::string& name, const std::string& data) {
+    const std::string run_dir = Dir(name);
+    return RunMain({"--config=" + WriteConfig(run_dir, run_dir + "/out", 12, {{"data", data}})},
+                   run_dir);
+  };
+  const Result from_text = run("text", "data { source: \"text\" path: \"" + dir + "/all.txt\" }");
+  const Result from_shards =
+      run("tokens", "data { source: \"tokens\" path: \"" + dir + "/train_*.bin\" }");
+  ASSERT_EQ(from_text.exit_code, 0) << from_text.out << from_text.err;
+  ASSERT_EQ(from_shards.exit_code, 0) << from_shards.out << from_shards.err;
+  const std::vector<double> want = StepLosses(from_text.out);
+  ASSERT_GE(want.size(), 2u) << from_text.out;
+  EXPECT_EQ(StepLosses(from_shards.out), want) << from_shards.out;
+  EXPECT_LT(want.back(), want.front()) << from_text.out;
+}
+
+}  // namespace
+}  // namespace zerotrain::trainer::testing
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: main_data_test <path of //trainer:main>\n");
+    return 2;
+  }
+  zerotrain::trainer::testing::SetMainBinary(argv[1]);
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);  // CPU runs whatever the machine
+  return RUN_ALL_TESTS();
+}
