@@ -2,7 +2,8 @@
 # Installs everything zerotrain's build and tests need on a fresh Debian 12 machine, idempotently:
 # Debian packages, and LibTorch as PyPI's torch wheel (hash-pinned in tools/requirements.lock) in the
 # project-local virtual environment .venv, plus DeepSpeed as the conformance tests' oracle
-# (tools/requirements-oracle.lock; tests only, never the build or the trainer). A second run changes nothing and takes seconds.
+# (tools/requirements-oracle.lock) and Hugging Face transformers (tools/requirements-models.lock),
+# tests only, never the build or the trainer. A second run changes nothing and takes seconds.
 # Run as root (apt-get). Records what it found in .venv/zerotrain-versions.txt.
 set -euo pipefail
 
@@ -10,6 +11,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 TORCH_VERSION="2.11.0"
 DEEPSPEED_VERSION="0.19.8"
+TRANSFORMERS_VERSION="4.57.3"
 APT_PACKAGES=(
   bazel-bootstrap g++ git python3 python3-venv
   libabsl-dev libgoogle-glog-dev libgflags-dev libprotobuf-dev protobuf-compiler
@@ -79,6 +81,24 @@ install_deepspeed_oracle() {
     die "DeepSpeed $DEEPSPEED_VERSION did not install into $VENV"
 }
 
+installed_transformers_version() {
+  "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("transformers"))' 2>/dev/null || true
+}
+
+# Hugging Face transformers: the model tests' reference for GPT-2 and Llama (tests/hf/), as
+# DeepSpeed is the conformance tests'. Wheels only.
+install_transformers_oracle() {
+  if [ "$(installed_transformers_version)" = "$TRANSFORMERS_VERSION" ]; then
+    say "transformers: $TRANSFORMERS_VERSION already in $VENV (test reference)"
+    return
+  fi
+  say "installing transformers $TRANSFORMERS_VERSION into $VENV (the model tests' reference)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes --only-binary=:all: \
+    -r "$ROOT/tools/requirements-models.lock"
+  [ "$(installed_transformers_version)" = "$TRANSFORMERS_VERSION" ] ||
+    die "transformers $TRANSFORMERS_VERSION did not install into $VENV"
+}
+
 # A Debian package's version as tools/versions.txt pins it: no epoch, cut at the first of the
 # characters in $2 (third_party/debian/debian_library.bzl's trim_version does the same).
 deb_version() {
@@ -122,6 +142,7 @@ check_versions() {
 install_debian_packages
 install_libtorch
 install_deepspeed_oracle
+install_transformers_oracle
 say "versions (recorded in .venv/zerotrain-versions.txt):"
 check_versions
 say "done. Next: bazel test //..."

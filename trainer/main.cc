@@ -80,11 +80,8 @@ absl::StatusOr<int> WorldSize(const MainFlags& flags) {
 // --estimate_memory: the model from the flags, else from the config's GPT.
 absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const TrainerConfig& config) {
   advisor::AdvisorInput in;
-  const GptOptions& m = config.model;
-  in.total_params = GptParameterCount(m);
-  // The biggest single module: the (tied) token embedding or an MLP's 4x expansion.
-  in.largest_layer_params =
-      std::max(m.vocab_size * m.n_embd, 4 * m.n_embd * m.n_embd + 4 * m.n_embd);
+  in.total_params = ModelParameterCount(config.model);
+  in.largest_layer_params = LargestLayerParameterCount(config.model);
   if (!flags.params.empty()) {
     ZT_ASSIGN_OR_RETURN(in.total_params, advisor::ParseCount("params", flags.params));
     in.largest_layer_params = in.total_params / 10;
@@ -161,7 +158,7 @@ int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
     options.backend = BackendKind(config.run.dist_backend);
     ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(*info, options));
     LogEachOp(config.comms_logger, group.get());
-    ZT_RETURN_IF_ERROR(TrainGpt(config, group.get(), {.memory_summary = flags.memory_summary}));
+    ZT_RETURN_IF_ERROR(TrainModel(config, group.get(), {.memory_summary = flags.memory_summary}));
     if (config.comms_logger.enabled && rank == 0) {
       const std::vector<comm::CollectiveKind> ops = ProfiledOps(config.comms_logger);
       if (ops.empty()) {

@@ -530,7 +530,11 @@ TEST(MainTest, BadInputExits2WithOneLineAndWritesNothing) {
   const std::vector<BadCase> cases = {
       {"malformed", {{"zero", "zero_optimization { stage: }"}}, {}, "run.pbtxt"},
       {"unknown_key", {{"typo", "steps_per_prnt: 3"}}, {}, "steps_per_prnt"},
-      {"unknown_model", {{"model", "model { name: \"llama\" }"}}, {}, "llama"},
+      {"unknown_model", {{"model", "model { name: \"bert\" }"}}, {}, "bert"},
+      {"init_from_missing",
+       {{"model", "model { init_from: \"" + root + "/no_model\" }"}},
+       {},
+       "model.init_from = \"" + root + "/no_model\": no file or directory"},
       {"unknown_optimizer", {{"optimizer", "optimizer { type: \"Adafactor\" }"}}, {}, "Adafactor"},
       {"missing_data",
        {{"data", "data { source: \"text\" path: \"/nonexistent/corpus.txt\" }"}},

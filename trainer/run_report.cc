@@ -67,16 +67,16 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
                       metrics::MetricsSink::Create(config.metrics, columns,
                                                    /*append=*/!config.run.resume_from.empty()));
   const engine::BatchSizes& b = engine.batch();
-  const GptOptions& m = config.model;
+  const ModelOptions& m = config.model;
   std::printf(
-      "zerotrain: GPT %.2fM parameters (%lld layers, %lld heads, d_model %lld, context %lld), "
+      "zerotrain: %s %.2fM parameters (%lld layers, %lld heads, d_model %lld, context %lld), "
       "%d ranks (%s), ZeRO stage %d, %s\n"
       "zerotrain: batch %lld = micro %lld x accumulation %lld x %d ranks; %lld steps; data: %s "
       "(%lld train / %lld eval tokens)\n"
       "zerotrain: device %s | offload: %s\n",
-      GptParameterCount(m) / 1e6, static_cast<long long>(m.n_layer),
-      static_cast<long long>(m.n_head), static_cast<long long>(m.n_embd),
-      static_cast<long long>(m.block_size), group->world_size(),
+      m.family == ModelFamily::kLlama ? "Llama" : "GPT", ModelParameterCount(m) / 1e6,
+      static_cast<long long>(m.n_layer), static_cast<long long>(m.n_head),
+      static_cast<long long>(m.n_embd), static_cast<long long>(m.block_size), group->world_size(),
       DistBackendName(config.run.dist_backend), config.engine.stage,
       engine::PrecisionName(config.engine.precision), static_cast<long long>(b.train_batch_size),
       static_cast<long long>(b.micro_batch_size),
@@ -274,7 +274,7 @@ absl::Status RunReport::Resumed(const std::string& dir, int64_t step, const Data
   return sink_->DropRowsAfter(step);
 }
 
-absl::Status RunReport::Finish(Gpt& model, bool memory_summary) {
+absl::Status RunReport::Finish(CausalLm& model, bool memory_summary) {
   ZT_RETURN_IF_ERROR(MaxMemory().status());  // the peaks, up to now
   std::vector<std::pair<double, double>> device_peaks;
   if (on_cuda()) {

@@ -18,7 +18,7 @@
 #include "trainer/data/data_position.h"
 #include "trainer/data/token_dataset.h"
 #include "trainer/metrics/metrics_sink.h"
-#include "trainer/model/gpt.h"
+#include "trainer/model/causal_lm.h"
 
 namespace zerotrain::trainer {
 
@@ -45,7 +45,7 @@ class RunReport {
   // are the saving run's, as a straight run's would be.
   absl::Status Resumed(const std::string& dir, int64_t step, const DataPosition& data);
   // The summary, each rank's memory when asked, and a sample of generated text.
-  absl::Status Finish(Gpt& model, bool memory_summary);
+  absl::Status Finish(CausalLm& model, bool memory_summary);
   const std::string& last_checkpoint() const { return last_checkpoint_; }  // "" = none saved
 
  private:

@@ -19,6 +19,8 @@
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
 #include "trainer/model/gpt.h"
+#include "trainer/model/hf_weights.h"
+#include "trainer/model/model.h"
 #include "trainer/out_of_memory.h"
 #include "trainer/run_report.h"
 #include "trainer/stop_signal.h"
@@ -36,7 +38,7 @@ struct Trainer {
   const TrainerConfig& config;
   comm::ProcessGroup* group;
   std::unique_ptr<partition::ShardedInit> sharded_init;  // stage 3; outlives the engine
-  std::shared_ptr<Gpt> model;
+  std::shared_ptr<CausalLm> model;
   std::unique_ptr<engine::Engine> engine;
   std::optional<TokenDataset> data;
   std::optional<DistributedSampler> sampler;
@@ -70,20 +72,30 @@ absl::Status Setup(Trainer& t) {
   // The data first: it is cheap, and a bad file or size should not wait for the model.
   ZT_ASSIGN_OR_RETURN(auto data, LoadTokens(c.data, c.model.vocab_size, c.model.block_size));
   t.data.emplace(std::move(data));
-  GptOptions model_options = c.model;
   engine::EngineOptions engine_options = c.engine;
   absl::Status partitioned;
-  if (engine_options.stage == 3) {
-    // Stage 3 partitions the GPT block by block as it is built: no rank holds all of it.
+  std::function<void(torch::nn::Module&)> after_submodule;
+  // Stage 3 partitions the model block by block as it is built: no rank holds all of it. Not
+  // with init_from yet: the checkpoint is loaded into the whole model, which Create partitions.
+  if (engine_options.stage == 3 && c.model.init_from.empty()) {
     t.sharded_init = std::make_unique<partition::ShardedInit>(
         t.group, engine::Stage3BucketNumel(engine_options), engine_options.stage3);
-    model_options.after_submodule = [&](torch::nn::Module& m) {
+    after_submodule = [&](torch::nn::Module& m) {
       if (partitioned.ok()) partitioned = t.sharded_init->Partition(m);
     };
     engine_options.sharded_init = t.sharded_init.get();
   }
-  ZT_ASSIGN_OR_RETURN(t.model, MakeGpt(model_options));
+  ZT_ASSIGN_OR_RETURN(t.model, MakeModel(c.model, after_submodule));
   ZT_RETURN_IF_ERROR(partitioned);
+  if (!c.model.init_from.empty()) {
+    ZT_ASSIGN_OR_RETURN(const HfLoadReport loaded,
+                        LoadHfWeights(c.model.init_from, c.model, *t.model));
+    if (t.group->rank() == 0) {
+      std::printf("zerotrain: loaded %lld tensors (%.1f MiB) from %s in %.2f s\n",
+                  static_cast<long long>(loaded.tensors), loaded.bytes / 1048576.0,
+                  c.model.init_from.c_str(), loaded.seconds);
+    }
+  }
   // Create moves the module to engine_options.device (the rank's, from its placement).
   auto engine = engine::Engine::Create(*t.model, engine_options, t.group);
   ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kSetup, engine.status()));
@@ -258,8 +270,8 @@ absl::StatusOr<int64_t> Resume(Trainer& t) {
 
 }  // namespace
 
-absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
-                      const TrainOutputs& outputs) {
+absl::Status TrainModel(const TrainerConfig& config, comm::ProcessGroup* group,
+                        const TrainOutputs& outputs) {
   Trainer t(config, group);
   ZT_RETURN_IF_ERROR(Setup(t));
   const RunOptions& run = config.run;

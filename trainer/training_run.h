@@ -1,4 +1,5 @@
-// TrainGpt: one rank's part of a //trainer:main run — build the GPT and the Engine from a
+// TrainModel: one rank's part of a //trainer:main run — build the model (model.h's family, with
+// Hugging Face weights when model.init_from names them) and the Engine from a
 // validated TrainerConfig, train for run.steps optimizer steps on the configured data, print
 // progress (rank 0), evaluate on the held-out split, write the monitors and end with a summary
 // and a generated sample. Every rank of the group calls it with the same config.
@@ -16,7 +17,7 @@ struct TrainOutputs {
   bool memory_summary = false;  // each rank prints its memory at the end (--memory_summary)
 };
 
-absl::Status TrainGpt(const TrainerConfig& config, comm::ProcessGroup* group,
-                      const TrainOutputs& outputs);
+absl::Status TrainModel(const TrainerConfig& config, comm::ProcessGroup* group,
+                        const TrainOutputs& outputs);
 
 }  // namespace zerotrain::trainer

@@ -15,7 +15,7 @@
 #include "tools/status_macros.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
-#include "trainer/model/gpt.h"
+#include "trainer/model/model.h"
 
 namespace zerotrain::testing {
 namespace {
@@ -37,7 +37,7 @@ void AppendInt64(const at::Tensor& t, std::string* bytes) {
 
 absl::Status WriteModelAndBatches(const trainer::TrainerConfig& config, int ranks, int64_t steps,
                                   const std::string& dir) {
-  const trainer::GptOptions& m = config.model;
+  const trainer::ModelOptions& m = config.model;
   ZT_RETURN_IF_ERROR(WriteText(
       dir + "/model.json",
       absl::StrFormat(R"({"vocab_size": %d, "block_size": %d, "n_layer": %d, "n_head": %d, )"
@@ -68,15 +68,16 @@ absl::Status WriteModelAndBatches(const trainer::TrainerConfig& config, int rank
 }
 
 absl::Status WriteInitialWeights(const trainer::TrainerConfig& config, const std::string& path) {
-  // As TrainGpt's Setup: the run's seed, then the model (the data draws nothing in between).
+  // As TrainModel's Setup: the run's seed, then the model (the data draws nothing in between).
   torch::manual_seed(config.run.seed);
-  trainer::GptOptions options = config.model;
+  std::function<void(torch::nn::Module&)> after_submodule;
   if (config.engine.stage == 3) {
     // The trainer partitions each submodule here; partitioning draws nothing, so building with a
     // hook that keeps everything gives the same values in full.
-    options.after_submodule = [](torch::nn::Module&) {};
+    after_submodule = [](torch::nn::Module&) {};
   }
-  ZT_ASSIGN_OR_RETURN(const std::shared_ptr<trainer::Gpt> model, trainer::MakeGpt(options));
+  ZT_ASSIGN_OR_RETURN(const std::shared_ptr<trainer::CausalLm> model,
+                      trainer::MakeModel(config.model, after_submodule));
   ZT_ASSIGN_OR_RETURN(auto writer, checkpoint::StateDictWriter::Open(path));
   for (const auto& item : model->named_parameters()) {
     const at::Tensor p = item.value().detach().to(at::kFloat).contiguous();

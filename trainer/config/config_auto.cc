@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "trainer/config/config_loader.h"
-#include "trainer/model/gpt.h"
+#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -38,7 +38,7 @@ std::pair<Message*, const FieldDescriptor*> Locate(Message* root, const std::str
 }
 
 int64_t Width(const TrainerConfigProto& c) {
-  return c.model().has_n_embd() ? c.model().n_embd() : GptOptions{}.n_embd;
+  return c.model().has_n_embd() ? c.model().n_embd() : ModelOptions{}.n_embd;
 }
 
 using Rule = std::function<void(TrainerConfigProto*)>;

@@ -15,7 +15,7 @@
 #include "trainer/config/config_schedule.h"
 #include "trainer/data/data_options.h"
 #include "trainer/metrics/metrics_options.h"
-#include "trainer/model/gpt.h"
+#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 
@@ -62,7 +62,7 @@ struct CommsLoggerOptions {
 struct TrainerConfig {
   engine::EngineOptions engine;  // batch triple as configured (ResolveBatchSizes has checked it)
   engine::BatchSizes batch;      // the resolved triple for the validated world size
-  GptOptions model;
+  ModelOptions model;
   DataOptions data;
   MetricsOptions metrics;
   recompute::ActivationCheckpointOptions activation_checkpointing;

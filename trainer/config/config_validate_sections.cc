@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "tools/status_macros.h"
 #include "trainer/data/token_files.h"
+#include "trainer/model/hf_config.h"
+#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -33,7 +35,7 @@ absl::StatusOr<int64_t> CheckpointEvery(const TrainerConfigProto& c, int64_t n_l
       return Invalid("activation_checkpointing.number_checkpoints", ac.number_checkpoints(),
                      "must be positive");
     }
-    // n_layer itself is checked later (ValidateGptOptions); here it only must not divide by 0.
+    // n_layer itself is checked later (ValidateModelOptions); here it only must not divide by 0.
     if (n_layer <= 0) return 0;
     return CeilDiv(n_layer, std::min(ac.number_checkpoints(), n_layer));
   }
@@ -147,19 +149,103 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// One architecture field of model { }: applied when given; with a checkpoint's config.json, a
+// given value must agree with it (the weights' shapes follow config.json).
+template <typename T>
+absl::Status ApplyModelField(const char* name, bool given, T value, bool from_checkpoint,
+                             T* field) {
+  if (!given) return absl::OkStatus();
+  if (from_checkpoint && *field != value) {
+    return Invalid(absl::StrCat("model.", name), value,
+                   absl::StrCat("model.init_from's config.json says ", *field,
+                                "; leave it out to take the checkpoint's"));
+  }
+  *field = value;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyModelFields(const ModelConfig& m, bool ckpt, ModelOptions* o) {
+  for (absl::Status s : {
+           ApplyModelField("vocab_size", m.has_vocab_size(), m.vocab_size(), ckpt, &o->vocab_size),
+           ApplyModelField("block_size", m.has_block_size(), m.block_size(), ckpt, &o->block_size),
+           ApplyModelField("n_layer", m.has_n_layer(), m.n_layer(), ckpt, &o->n_layer),
+           ApplyModelField("n_head", m.has_n_head(), m.n_head(), ckpt, &o->n_head),
+           ApplyModelField("n_embd", m.has_n_embd(), m.n_embd(), ckpt, &o->n_embd),
+           ApplyModelField("gelu_tanh", m.has_gelu_tanh(), m.gelu_tanh(), ckpt, &o->gelu_tanh),
+           ApplyModelField("n_kv_head", m.has_n_kv_head(), m.n_kv_head(), ckpt, &o->n_kv_head),
+           ApplyModelField("intermediate_size", m.has_intermediate_size(), m.intermediate_size(),
+                           ckpt, &o->intermediate_size),
+           ApplyModelField("rope_theta", m.has_rope_theta(), m.rope_theta(), ckpt, &o->rope_theta),
+           ApplyModelField("rms_norm_eps", m.has_rms_norm_eps(), m.rms_norm_eps(), ckpt,
+                           &o->rms_norm_eps),
+           ApplyModelField("tie_word_embeddings", m.has_tie_word_embeddings(),
+                           m.tie_word_embeddings(), ckpt, &o->tie_word_embeddings),
+       }) {
+    if (!s.ok()) return s;
+  }
+  if (m.has_dropout()) o->dropout = m.dropout();  // training only: not in the architecture
+  return absl::OkStatus();
+}
+
+void SetEffectiveModel(const ModelOptions& o, ModelConfig* e) {
+  e->set_name(ModelFamilyName(o.family));
+  e->set_vocab_size(o.vocab_size);
+  e->set_block_size(o.block_size);
+  e->set_n_layer(o.n_layer);
+  e->set_n_head(o.n_head);
+  e->set_n_embd(o.n_embd);
+  e->set_checkpoint_every(o.checkpoint_every);
+  if (!o.init_from.empty()) e->set_init_from(o.init_from);
+  if (o.family == ModelFamily::kGpt2) {
+    e->set_dropout(o.dropout);
+    e->set_gelu_tanh(o.gelu_tanh);
+    return;
+  }
+  e->set_n_kv_head(o.n_kv_head > 0 ? o.n_kv_head : o.n_head);
+  e->set_intermediate_size(o.intermediate_size > 0 ? o.intermediate_size
+                                                   : LlamaDefaultIntermediateSize(o.n_embd));
+  e->set_rope_theta(o.rope_theta);
+  e->set_rms_norm_eps(o.rms_norm_eps);
+  e->set_tie_word_embeddings(o.tie_word_embeddings);
+}
+
+}  // namespace
+
 absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
                              std::vector<std::string>* warnings) {
   const ModelConfig& m = c.model();
-  if (absl::AsciiStrToLower(m.name()) != "gpt") {
-    return Invalid("model.name", absl::StrCat("\"", m.name(), "\""), "unknown model (known: gpt)");
+  ModelOptions& g = out->model;
+  const std::string name = absl::AsciiStrToLower(m.name());
+  bool from_checkpoint = false;
+  if (!m.init_from().empty()) {
+    g.init_from = m.init_from();
+    // The checkpoint's config.json, when it has one, gives the family and the architecture.
+    absl::StatusOr<bool> read = ReadHfArchitecture(g.init_from, &g);
+    if (!read.ok())
+      return Invalid("model.init_from", "\"" + g.init_from + "\"",
+                     std::string(read.status().message()));
+    from_checkpoint = *read;
   }
-  GptOptions& g = out->model;
-  if (m.has_vocab_size()) g.vocab_size = m.vocab_size();
-  if (m.has_block_size()) g.block_size = m.block_size();
-  if (m.has_n_layer()) g.n_layer = m.n_layer();
-  if (m.has_n_head()) g.n_head = m.n_head();
-  if (m.has_n_embd()) g.n_embd = m.n_embd();
-  if (m.has_dropout()) g.dropout = m.dropout();
+  if (!from_checkpoint || m.has_name()) {
+    ModelFamily family;
+    if (name == "gpt" || name == "gpt2") {
+      family = ModelFamily::kGpt2;
+    } else if (name == "llama") {
+      family = ModelFamily::kLlama;
+    } else {
+      return Invalid("model.name", absl::StrCat("\"", m.name(), "\""),
+                     "unknown model (known: gpt, gpt2, llama)");
+    }
+    if (from_checkpoint && family != g.family) {
+      return Invalid("model.name", absl::StrCat("\"", m.name(), "\""),
+                     absl::StrCat("model.init_from's config.json holds a ",
+                                  ModelFamilyName(g.family), " model"));
+    }
+    g.family = family;
+  }
+  ZT_RETURN_IF_ERROR(ApplyModelFields(m, from_checkpoint, &g));
   const ActivationCheckpointingConfig& ac = c.activation_checkpointing();
   WarnModelParallelKeys(ac, warnings);
   absl::StatusOr<int64_t> every = CheckpointEvery(c, g.n_layer, warnings);
@@ -169,18 +255,10 @@ absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
   g.profile_checkpointing = ac.profile();
   out->activation_checkpointing.cpu_checkpointing = ac.cpu_checkpointing();
   out->activation_checkpointing.profile = ac.profile();
-  if (absl::Status s = ValidateGptOptions(g); !s.ok()) {
+  if (absl::Status s = ValidateModelOptions(g); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
   }
-  ModelConfig* e = out->effective.mutable_model();
-  e->set_name("gpt");
-  e->set_vocab_size(g.vocab_size);
-  e->set_block_size(g.block_size);
-  e->set_n_layer(g.n_layer);
-  e->set_n_head(g.n_head);
-  e->set_n_embd(g.n_embd);
-  e->set_dropout(g.dropout);
-  e->set_checkpoint_every(g.checkpoint_every);
+  SetEffectiveModel(g, out->effective.mutable_model());
   return absl::OkStatus();
 }
 

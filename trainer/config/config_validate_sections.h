@@ -19,7 +19,8 @@ absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineO
                                TrainerConfigProto* effective);
 // run + steps_per_print + wall_clock_breakdown → RunOptions.
 absl::Status RunFromConfig(const TrainerConfigProto& config, RunOptions* run);
-// model + activation_checkpointing → GptOptions and ActivationCheckpointOptions.
+// model + activation_checkpointing → ModelOptions (with a checkpoint's config.json when
+// model.init_from names one) and ActivationCheckpointOptions.
 absl::Status ModelFromConfig(const TrainerConfigProto& config, TrainerConfig* out,
                              std::vector<std::string>* warnings);
 absl::Status DataFromConfig(const TrainerConfigProto& config, DataOptions* data,

@@ -413,7 +413,13 @@ TEST(ConfigValidate, DeviceAndBackendSpellings) {
 }
 
 TEST(ConfigValidate, BadValuesNameFieldAndValue) {
-  EXPECT_THAT(Error(R"(model { name: "llama" })"), HasSubstr("model.name = \"llama\""));
+  EXPECT_THAT(Error(R"(model { name: "bert" })"),
+              HasSubstr("model.name = \"bert\": unknown model (known: gpt, gpt2, llama)"));
+  EXPECT_THAT(Error(R"(model { name: "llama" dropout: 0.1 })"),
+              HasSubstr("model.dropout does not apply to model.name \"llama\""));
+  EXPECT_THAT(Error(R"(model { name: "gpt" n_kv_head: 2 })"),
+              HasSubstr("model.n_kv_head does not apply to model.name \"gpt2\""));
+  EXPECT_THAT(Error(R"(model { name: "llama" n_head: 6 n_kv_head: 4 })"), HasSubstr("n_kv_head"));
   EXPECT_THAT(
       Error(R"(run { dist_backend: "mpi" })"),
       HasSubstr("run.dist_backend = \"mpi\": unknown backend (known: auto, nccl, gloo, shm)"));

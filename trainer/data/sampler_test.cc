@@ -124,8 +124,8 @@ TEST(SamplerTest, SeekContinuesTheExactSequence) {
 }
 
 TEST(SamplerTest, NextBatchGathersTheWindows) {
-  std::vector<uint16_t> tokens(201);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i);
+  std::vector<uint32_t> tokens(201);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i);
   TokenDataset data(tokens, 201, 10, "test");
   DistributedSampler s = Make(data.NumTrainWindows(), 1, 0, 3, 1), t = s;
   Batch b = s.NextBatch(data);
@@ -142,8 +142,8 @@ TEST(SamplerTest, CreateRejectsBadArguments) {
 }
 
 TEST(EvalBatchesTest, ShardsTheSplitEquallyAndInOrder) {
-  std::vector<uint16_t> tokens(1000);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i % 997);
+  std::vector<uint32_t> tokens(1000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i % 997);
   TokenDataset data(tokens, 500, 10, "test");  // 49 eval windows: 13 batches of 4, last holds 1
   std::multiset<int64_t> starts;
   for (int r = 0; r < 2; ++r) {

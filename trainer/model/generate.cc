@@ -37,10 +37,9 @@ class EvalModeScope {
 
 }  // namespace
 
-absl::StatusOr<std::string> Generate(Gpt& model, const std::string& prompt,
-                                     const GenerateOptions& options) {
-  const GptOptions& mo = model.options();
-  if (!(options.temperature > 0)) {
+absl::StatusOr<std::vector<int64_t>> ContinueTokens(CausalLm& model, std::vector<int64_t> tokens,
+                                                    const GenerateOptions& options) {
+  if (!options.greedy && !(options.temperature > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("sample temperature must be positive, got ", options.temperature));
   }
@@ -49,14 +48,13 @@ absl::StatusOr<std::string> Generate(Gpt& model, const std::string& prompt,
                                                    ") and max_new_tokens (", options.max_new_tokens,
                                                    ") must not be negative"));
   }
-  std::vector<int64_t> tokens;
-  for (unsigned char ch : prompt.empty() ? std::string("\n") : prompt) {
-    if (ch >= mo.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "prompt byte ", static_cast<int>(ch), " is outside model.vocab_size ", mo.vocab_size));
+  for (int64_t t : tokens) {
+    if (t < 0 || t >= model.vocab_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token ", t, " is outside vocab_size ", model.vocab_size()));
     }
-    tokens.push_back(ch);
   }
+  if (tokens.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
   try {
     torch::NoGradGuard no_grad;
     EvalModeScope eval(model);
@@ -64,13 +62,17 @@ absl::StatusOr<std::string> Generate(Gpt& model, const std::string& prompt,
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
     for (int64_t i = 0; i < options.max_new_tokens; ++i) {
       const int64_t start =
-          std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - mo.block_size);
+          std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - model.context_size());
       at::Tensor context =
           torch::tensor(std::vector<int64_t>(tokens.begin() + start, tokens.end()), torch::kLong)
               .unsqueeze(0)
               .to(device);
-      at::Tensor logits = model.forward(context).select(1, -1).squeeze(0);
-      logits = logits.to(torch::kFloat).cpu() / options.temperature;
+      at::Tensor logits = model.forward(context).select(1, -1).squeeze(0).to(torch::kFloat).cpu();
+      if (options.greedy) {
+        tokens.push_back(logits.argmax().item<int64_t>());
+        continue;
+      }
+      logits = logits / options.temperature;
       if (options.top_k > 0 && options.top_k < logits.size(0)) {
         at::Tensor kth = std::get<0>(logits.topk(options.top_k)).min();
         logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
@@ -79,9 +81,25 @@ absl::StatusOr<std::string> Generate(Gpt& model, const std::string& prompt,
       tokens.push_back(torch::multinomial(probs, 1, false, gen).item<int64_t>());
     }
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("sampling from the model: ", e.what()));
+    return absl::InternalError(absl::StrCat("generating from the model: ", e.what()));
   }
-  return Printable(tokens);
+  return tokens;
+}
+
+absl::StatusOr<std::string> Generate(CausalLm& model, const std::string& prompt,
+                                     const GenerateOptions& options) {
+  std::vector<int64_t> tokens;
+  for (unsigned char ch : prompt.empty() ? std::string("\n") : prompt) {
+    if (ch >= model.vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt byte ", static_cast<int>(ch),
+                                                     " is outside model.vocab_size ",
+                                                     model.vocab_size()));
+    }
+    tokens.push_back(ch);
+  }
+  absl::StatusOr<std::vector<int64_t>> all = ContinueTokens(model, std::move(tokens), options);
+  if (!all.ok()) return all.status();
+  return Printable(*all);
 }
 
 }  // namespace zerotrain::trainer

@@ -51,14 +51,17 @@ class SelfAttention : public torch::nn::Module {
 
 class Mlp : public torch::nn::Module {
  public:
-  explicit Mlp(const GptOptions& o) {
+  explicit Mlp(const GptOptions& o) : gelu_(o.gelu_tanh ? "tanh" : "none") {
     c_fc_ = register_module("c_fc", torch::nn::Linear(o.n_embd, 4 * o.n_embd));
     c_proj_ = register_module("c_proj", torch::nn::Linear(4 * o.n_embd, o.n_embd));
     dropout_ = register_module("dropout", torch::nn::Dropout(o.dropout));
   }
-  at::Tensor forward(const at::Tensor& x) { return dropout_(c_proj_(torch::gelu(c_fc_(x)))); }
+  at::Tensor forward(const at::Tensor& x) {
+    return dropout_(c_proj_(torch::gelu(c_fc_(x), gelu_)));
+  }
 
  private:
+  std::string gelu_;  // at::gelu's `approximate`
   torch::nn::Linear c_fc_{nullptr}, c_proj_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
 };

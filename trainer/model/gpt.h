@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "trainer/model/causal_lm.h"
 
 namespace zerotrain::trainer {
 
@@ -25,6 +26,9 @@ struct GptOptions {
   int64_t n_head = 6;
   int64_t n_embd = 384;
   double dropout = 0.0;
+  // The MLP's GELU by its tanh approximation (GPT-2's "gelu_new"), as Hugging Face's GPT-2
+  // weights were trained; false: the exact erf form.
+  bool gelu_tanh = false;
   // Wrap every k-th block in activation checkpointing (0 = none, 1 = every block): block i is
   // checkpointed when i % k == 0.
   int64_t checkpoint_every = 0;
@@ -51,16 +55,18 @@ int64_t GptParameterCount(const GptOptions& options);
 // h.0.attn.c_attn.weight, ..., ln_f.weight); the output projection reuses wte.weight, so
 // named_parameters() lists it once. Works with its parameters in fp32, bf16 or fp16: every tensor
 // the forward creates takes the parameters' dtype and device.
-class Gpt : public torch::nn::Module {
+class Gpt : public CausalLm {
  public:
   // Call ValidateGptOptions first (or use MakeGpt); throws c10::Error on invalid options.
   explicit Gpt(const GptOptions& options);
 
   // Token ids [B, T] (int64, T <= block_size) -> logits [B, T, vocab_size] in the parameters'
   // dtype.
-  at::Tensor forward(const at::Tensor& tokens);
+  at::Tensor forward(const at::Tensor& tokens) override;
 
   const GptOptions& options() const { return options_; }
+  int64_t vocab_size() const override { return options_.vocab_size; }
+  int64_t context_size() const override { return options_.block_size; }
 
  private:
   struct Parts;

@@ -1,6 +1,8 @@
-// //trainer:main on the token files users' data preparation writes (docs/DATA.md): llm.c shards
-// of uint32 ids, named by a glob, train exactly as the same ids given as a text file (one token
-// per byte) do. (A glob that matches nothing is among main_test's bad inputs.)
+// //trainer:main on inputs other than the defaults: the token files users' data preparation
+// writes (docs/DATA.md), where llm.c shards of uint32 ids named by a glob train exactly as the
+// same ids given as a text file (one token per byte) do; and the Llama family, whose loss falls
+// at ZeRO stage 3 with recomputation. (A glob that matches nothing is among main_test's bad
+// inputs; Hugging Face weights are tests/hf's.)
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -35,7 +37,7 @@ void WriteLlmcUint32(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << out;
 }
 
-TEST(MainDataTest, LlmcShardsByGlobTrainAsTheSameIdsInATextFile) {
+TEST(MainInputsTest, LlmcShardsByGlobTrainAsTheSameIdsInATextFile) {
   const std::string dir = Dir("shards");
   const std::string text = Text(24000);
   std::ofstream(dir + "/all.txt", std::ios::binary) << text;
@@ -60,13 +62,31 @@ TEST(MainDataTest, LlmcShardsByGlobTrainAsTheSameIdsInATextFile) {
   EXPECT_LT(want.back(), want.front()) << from_text.out;
 }
 
+TEST(MainInputsTest, LlamaLearnsAtStage3WithRecomputation) {
+  const std::string dir = Dir("llama");
+  const Result r =
+      RunMain({"--config=" +
+               WriteConfig(dir, dir + "/out", 30,
+                           {{"model",
+                             "model { name: \"llama\" n_layer: 2 n_head: 4 n_kv_head: 2 n_embd: 64 "
+                             "block_size: 32 checkpoint_every: 1 }"},
+                            {"zero", "zero_optimization { stage: 3 reduce_bucket_size: 20000 }"}})},
+              dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("zerotrain: Llama "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ZeRO stage 3"), std::string::npos) << r.out;
+  const std::vector<double> losses = StepLosses(r.out);
+  ASSERT_GE(losses.size(), 3u) << r.out;
+  EXPECT_LT(losses.back(), losses.front() - 0.5) << r.out;
+}
+
 }  // namespace
 }  // namespace zerotrain::trainer::testing
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: main_data_test <path of //trainer:main>\n");
+    std::fprintf(stderr, "usage: main_inputs_test <path of //trainer:main>\n");
     return 2;
   }
   zerotrain::trainer::testing::SetMainBinary(argv[1]);

@@ -1,0 +1,157 @@
+// zerotrain's GPT-2 and Llama against Hugging Face transformers itself (make_models.py, run in the
+// project venv): tiny random models that transformers built and saved (safetensors, sharded
+// safetensors with an index, a torch.save state dict) load through model.init_from's path
+// (hf_config.h, hf_weights.h) and give transformers' logits (fp32, tight tolerance) and its
+// greedy continuation; checkpoints that do not fit the model are one error naming every tensor.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+#include "tests/deepspeed/oracle.h"
+#include "trainer/model/generate.h"
+#include "trainer/model/hf_config.h"
+#include "trainer/model/hf_weights.h"
+#include "trainer/model/model.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+// transformers' outputs, made once for the whole test.
+class HfModelsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(zerotrain::testing::OracleTempDir("hf_models"));
+    absl::StatusOr<std::string> out =
+        zerotrain::testing::RunOracle("tests/hf/make_models.py", {*dir_});
+    ASSERT_TRUE(out.ok()) << out.status();
+  }
+
+  static at::Tensor Expected(const std::string& name) {
+    auto header = checkpoint::ReadSafetensorsHeader(*dir_ + "/expected.safetensors");
+    EXPECT_TRUE(header.ok()) << header.status();
+    auto t = checkpoint::ReadSafetensorsTensor(*header, name);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return *t;
+  }
+
+  // The model init_from would build and load for `path`.
+  static std::shared_ptr<CausalLm> Load(const std::string& path, ModelOptions* options) {
+    absl::StatusOr<bool> has_config = ReadHfArchitecture(path, options);
+    EXPECT_TRUE(has_config.ok() && *has_config) << has_config.status();
+    auto model = MakeModel(*options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return nullptr;
+    auto loaded = LoadHfWeights(path, *options, **model);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    if (!loaded.ok()) return nullptr;
+    EXPECT_GT(loaded->tensors, 0);
+    (*model)->eval();
+    return *model;
+  }
+
+  static std::string* dir_;
+};
+std::string* HfModelsTest::dir_ = nullptr;
+
+void ExpectSameLogits(CausalLm& model, const at::Tensor& tokens, const at::Tensor& want) {
+  torch::NoGradGuard no_grad;
+  const at::Tensor got = model.forward(tokens);
+  ASSERT_EQ(got.sizes(), want.sizes());
+  const double diff = (got - want).abs().max().item<double>();
+  EXPECT_LT(diff, 2e-5) << "largest logit difference from transformers";
+  EXPECT_GT(want.abs().max().item<double>(), 0.1) << "the reference logits should not be ~0";
+}
+
+void ExpectSameGreedy(CausalLm& model, const at::Tensor& tokens, const at::Tensor& want) {
+  std::vector<int64_t> prompt(tokens[0].data_ptr<int64_t>(),
+                              tokens[0].data_ptr<int64_t>() + tokens.size(1));
+  GenerateOptions g;
+  g.greedy = true;
+  g.max_new_tokens = want.size(0) - tokens.size(1);
+  auto got = ContinueTokens(model, prompt, g);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<int64_t> expected(want.data_ptr<int64_t>(), want.data_ptr<int64_t>() + want.numel());
+  EXPECT_EQ(*got, expected);
+}
+
+struct Case {
+  const char* name;  // the reference's tensors: <name>.logits, <name>.greedy
+  const char* path;  // under the test's directory
+  ModelFamily family;
+};
+
+TEST_F(HfModelsTest, LogitsAndGreedyContinuationMatchTransformers) {
+  const at::Tensor tokens = Expected("tokens");
+  for (const Case& c : {Case{"gpt2", "gpt2", ModelFamily::kGpt2},
+                        Case{"gpt2", "gpt2_bin/pytorch_model.bin", ModelFamily::kGpt2},
+                        Case{"llama", "llama", ModelFamily::kLlama},
+                        Case{"llama_tied", "llama_tied/model.safetensors", ModelFamily::kLlama}}) {
+    SCOPED_TRACE(c.path);
+    ModelOptions options;
+    std::shared_ptr<CausalLm> model = Load(*dir_ + "/" + c.path, &options);
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(options.family, c.family);
+    ExpectSameLogits(*model, tokens, Expected(std::string(c.name) + ".logits"));
+    ExpectSameGreedy(*model, tokens, Expected(std::string(c.name) + ".greedy"));
+  }
+}
+
+TEST_F(HfModelsTest, ACheckpointThatDoesNotFitNamesEveryTensor) {
+  const std::string llama = *dir_ + "/llama";
+  ModelOptions options;
+  ASSERT_TRUE(ReadHfArchitecture(llama, &options).ok());
+  options.n_layer = 3;    // one layer more than the checkpoint
+  options.n_kv_head = 4;  // k/v projections twice as wide
+  auto model = MakeModel(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const at::Tensor before = (*model)->named_parameters()["model.norm.weight"].clone();
+  auto loaded = LoadHfWeights(llama, options, **model);
+  ASSERT_FALSE(loaded.ok());
+  const std::string message(loaded.status().message());
+  for (const char* part : {"missing (model.layers.2.", "mis-shaped",
+                           "model.layers.0.self_attn.k_proj.weight: [16, 32] where the model has "
+                           "[32, 32]"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << "\n" << message;
+  }
+  EXPECT_TRUE(torch::equal(before, (*model)->named_parameters()["model.norm.weight"]))
+      << "nothing is copied from a checkpoint that does not fit";
+
+  // GPT-2's tensors offered to a Llama: every one unexpected, every Llama tensor missing.
+  ModelOptions gpt2;
+  ASSERT_TRUE(ReadHfArchitecture(*dir_ + "/gpt2", &gpt2).ok());
+  loaded =
+      LoadHfWeights(*dir_ + "/gpt2", gpt2.family == ModelFamily::kGpt2 ? options : gpt2, **model);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("unexpected (transformer."), std::string::npos)
+      << loaded.status();
+}
+
+TEST(HfConfigTest, UnsupportedConfigsNameTheKey) {
+  ModelOptions o;
+  const std::string llama =
+      R"({"model_type": "llama", "vocab_size": 10, "max_position_embeddings": 8,
+          "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+          "intermediate_size": 16)";
+  EXPECT_TRUE(ParseHfConfig(llama + "}", "c.json", &o).ok());
+  EXPECT_EQ(o.n_kv_head, 2);
+  EXPECT_EQ(o.rms_norm_eps, 1e-6);  // LlamaConfig's default
+  for (const auto& [extra, needle] : std::vector<std::pair<std::string, std::string>>{
+           {R"(, "rope_scaling": {"rope_type": "llama3"})", "\"rope_scaling\" is"},
+           {R"(, "hidden_act": "gelu")", "\"hidden_act\" is \"gelu\""},
+           {R"(, "attention_bias": true)", "\"attention_bias\" is true"},
+           {R"(, "head_dim": 8)", "\"head_dim\" is 8"}}) {
+    absl::Status s = ParseHfConfig(llama + extra + "}", "c.json", &o);
+    EXPECT_NE(s.message().find("c.json: " + needle), std::string::npos) << s;
+  }
+  absl::Status s = ParseHfConfig(R"({"model_type": "bert"})", "c.json", &o);
+  EXPECT_NE(s.message().find("\"model_type\" is \"bert\""), std::string::npos) << s;
+  s = ParseHfConfig(R"({"model_type": "gpt2", "n_embd": 8})", "c.json", &o);
+  EXPECT_NE(s.message().find("c.json"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("vocab_size"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace zerotrain::trainer

@@ -1,0 +1,21 @@
+// CausalLm: what the trainer needs of a language model, whatever its family (Gpt, Llama): token
+// ids in, next-token logits out. The engine never sees this; it takes any torch::nn::Module.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+
+namespace zerotrain::trainer {
+
+class CausalLm : public torch::nn::Module {
+ public:
+  // Token ids [B, T] (int64, T <= the model's context) -> logits [B, T, vocab_size] in the
+  // parameters' dtype.
+  virtual at::Tensor forward(const at::Tensor& tokens) = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t context_size() const = 0;  // the longest T forward takes
+};
+
+}  // namespace zerotrain::trainer

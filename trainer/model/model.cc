@@ -1,0 +1,112 @@
+// Building the configured family, its checks and its parameter counts (model.h).
+#include "trainer/model/model.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+// A field the other family does not have must not be set, so a config never means something
+// it does not do.
+absl::Status NotForFamily(const ModelOptions& o, const char* field, bool is_default) {
+  if (is_default) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model.", field, " does not apply to model.name \"", ModelFamilyName(o.family), "\""));
+}
+
+}  // namespace
+
+const char* ModelFamilyName(ModelFamily family) {
+  return family == ModelFamily::kLlama ? "llama" : "gpt2";
+}
+
+GptOptions ToGptOptions(const ModelOptions& o) {
+  GptOptions g;
+  g.vocab_size = o.vocab_size;
+  g.block_size = o.block_size;
+  g.n_layer = o.n_layer;
+  g.n_head = o.n_head;
+  g.n_embd = o.n_embd;
+  g.dropout = o.dropout;
+  g.gelu_tanh = o.gelu_tanh;
+  g.checkpoint_every = o.checkpoint_every;
+  g.cpu_checkpointing = o.cpu_checkpointing;
+  g.profile_checkpointing = o.profile_checkpointing;
+  return g;
+}
+
+LlamaOptions ToLlamaOptions(const ModelOptions& o) {
+  LlamaOptions l;
+  l.vocab_size = o.vocab_size;
+  l.block_size = o.block_size;
+  l.n_layer = o.n_layer;
+  l.n_head = o.n_head;
+  l.n_kv_head = o.n_kv_head;
+  l.n_embd = o.n_embd;
+  l.intermediate_size = o.intermediate_size;
+  l.rope_theta = o.rope_theta;
+  l.rms_norm_eps = o.rms_norm_eps;
+  l.tie_word_embeddings = o.tie_word_embeddings;
+  l.checkpoint_every = o.checkpoint_every;
+  l.cpu_checkpointing = o.cpu_checkpointing;
+  l.profile_checkpointing = o.profile_checkpointing;
+  return l;
+}
+
+absl::Status ValidateModelOptions(const ModelOptions& o) {
+  const ModelOptions d;
+  if (o.family == ModelFamily::kGpt2) {
+    for (absl::Status s :
+         {NotForFamily(o, "n_kv_head", o.n_kv_head == d.n_kv_head),
+          NotForFamily(o, "intermediate_size", o.intermediate_size == d.intermediate_size),
+          NotForFamily(o, "rope_theta", o.rope_theta == d.rope_theta),
+          NotForFamily(o, "rms_norm_eps", o.rms_norm_eps == d.rms_norm_eps),
+          NotForFamily(o, "tie_word_embeddings", o.tie_word_embeddings == d.tie_word_embeddings)}) {
+      if (!s.ok()) return s;
+    }
+    return ValidateGptOptions(ToGptOptions(o));
+  }
+  for (absl::Status s : {NotForFamily(o, "dropout", o.dropout == d.dropout),
+                         NotForFamily(o, "gelu_tanh", o.gelu_tanh == d.gelu_tanh)}) {
+    if (!s.ok()) return s;
+  }
+  return ValidateLlamaOptions(ToLlamaOptions(o));
+}
+
+int64_t ModelParameterCount(const ModelOptions& o) {
+  return o.family == ModelFamily::kLlama ? LlamaParameterCount(ToLlamaOptions(o))
+                                         : GptParameterCount(ToGptOptions(o));
+}
+
+int64_t LargestLayerParameterCount(const ModelOptions& o) {
+  const int64_t embedding = o.vocab_size * o.n_embd;
+  if (o.family == ModelFamily::kGpt2) {
+    return std::max(embedding, 4 * o.n_embd * o.n_embd + 4 * o.n_embd);  // the MLP's up matrix
+  }
+  const int64_t inter =
+      o.intermediate_size > 0 ? o.intermediate_size : LlamaDefaultIntermediateSize(o.n_embd);
+  return std::max(embedding, inter * o.n_embd);  // one of the MLP's three matrices
+}
+
+absl::StatusOr<std::shared_ptr<CausalLm>> MakeModel(
+    const ModelOptions& options, const std::function<void(torch::nn::Module&)>& after_submodule) {
+  if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
+  try {
+    if (options.family == ModelFamily::kLlama) {
+      LlamaOptions l = ToLlamaOptions(options);
+      l.after_submodule = after_submodule;
+      return std::shared_ptr<CausalLm>(std::make_shared<Llama>(l));
+    }
+    GptOptions g = ToGptOptions(options);
+    g.after_submodule = after_submodule;
+    return std::shared_ptr<CausalLm>(std::make_shared<Gpt>(g));
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("building the ", ModelFamilyName(options.family), " model: ", e.what()));
+  }
+}
+
+}  // namespace zerotrain::trainer
