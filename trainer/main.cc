@@ -25,6 +25,7 @@
 #include "trainer/config/config_validate.h"
 #include "trainer/device_placement.h"
 #include "trainer/main_flags.h"
+#include "trainer/model_tool.h"
 #include "trainer/run_checks.h"
 #include "trainer/stop_signal.h"
 #include "trainer/training_run.h"
@@ -229,6 +230,21 @@ int Main(int argc, char** argv) {
     if (!report.ok()) return Fail(kBadInput, std::string(report.status().message()));
     std::printf("%s%s", report->c_str(), !report->empty() && report->back() == '\n' ? "" : "\n");
     return 0;
+  }
+  if (flags->generate || !flags->export_hf.empty()) {
+    ModelToolOptions tool;
+    tool.export_hf = flags->export_hf;
+    tool.generate = flags->generate;
+    tool.prompt = flags->prompt;
+    tool.prompt_tokens = flags->prompt_tokens;
+    tool.max_new_tokens = flags->max_new_tokens;
+    tool.temperature = flags->temperature;
+    tool.top_k = flags->top_k;
+    tool.seed = static_cast<uint64_t>(flags->seed);
+    const absl::Status s = RunModelTool(*config, tool);
+    if (s.ok()) return 0;
+    return Fail(absl::IsInvalidArgument(s) || absl::IsNotFound(s) ? kBadInput : 1,
+                std::string(s.message()));
   }
   if (InJob(*flags)) return RunRank(*flags, *config);
   const int local_ranks = flags->nproc_per_node > 0 ? flags->nproc_per_node : kDefaultRanks;

@@ -29,6 +29,13 @@ With no flags: trains the default GPT (trainer/configs/default.pbtxt) on 2 local
   --nnodes=N --node_rank=K --master_addr=HOST --master_port=PORT   multi-node placement
                          (--master_port: the rendezvous port; default a free one on one node,
                          29500 across nodes)
+  --generate             load the model (model.init_from, or the zerotrain checkpoint
+                         run.resume_from names), continue a prompt and print it; then exit.
+                         --prompt=TEXT (one token per byte) or --prompt_tokens=ID,ID,...,
+                         --max_new_tokens (100), --temperature (0: greedy), --top_k (0: all),
+                         --seed (1234)
+  --export_hf=DIR        load the model as --generate does and write it as a Hugging Face
+                         checkpoint (safetensors + config.json); then exit
 )";
 
 namespace {
@@ -78,6 +85,14 @@ absl::StatusOr<MainFlags> ParseMainFlags(int argc, const char* const* argv) {
       {"gpus_per_node", Int(&f.gpus_per_node)},
       {"device_memory_gib", Double(&f.device_memory_gib)},
       {"host_memory_gib", Double(&f.host_memory_gib)},
+      {"export_hf", String(&f.export_hf)},
+      {"generate", Bool(&f.generate)},
+      {"prompt", String(&f.prompt)},
+      {"prompt_tokens", String(&f.prompt_tokens)},
+      {"max_new_tokens", Int(&f.max_new_tokens)},
+      {"temperature", Double(&f.temperature)},
+      {"top_k", Int(&f.top_k)},
+      {"seed", Int(&f.seed)},
   };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

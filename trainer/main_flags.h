@@ -1,5 +1,6 @@
 // The command line of //trainer:main: which config to load, what to do with it (train, print it,
-// estimate memory) and how to place the ranks (launcher flags, as torchrun spells them).
+// estimate memory, generate from the model, export it) and how to place the ranks (launcher flags,
+// as torchrun spells them).
 #pragma once
 
 #include <string>
@@ -28,6 +29,14 @@ struct MainFlags {
   int gpus_per_node = 0;  // 0 = nproc_per_node (default 2)
   double device_memory_gib = 80;
   double host_memory_gib = 0;  // 0 = not checked
+  // Single-process model modes (model_tool.h): --generate and --export_hf=DIR.
+  std::string export_hf;
+  bool generate = false;
+  std::string prompt, prompt_tokens;
+  int max_new_tokens = 100;
+  double temperature = 0;  // 0 = greedy
+  int top_k = 0;
+  int seed = 1234;
   // The flags each rank is started with: the config flags, never the launcher's.
   std::vector<std::string> rank_args;
 };

@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/safetensors.h"
-#include "tests/deepspeed/oracle.h"
+#include "tests/hf/hf_reference.h"
 #include "trainer/model/generate.h"
 #include "trainer/model/hf_config.h"
 #include "trainer/model/hf_weights.h"
@@ -19,42 +18,32 @@
 namespace zerotrain::trainer {
 namespace {
 
-// transformers' outputs, made once for the whole test.
-class HfModelsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(zerotrain::testing::OracleTempDir("hf_models"));
-    absl::StatusOr<std::string> out =
-        zerotrain::testing::RunOracle("tests/hf/make_models.py", {*dir_});
-    ASSERT_TRUE(out.ok()) << out.status();
-  }
+std::string ModelsDir() {
+  absl::StatusOr<std::string> dir = zerotrain::testing::HfModelsDir();
+  EXPECT_TRUE(dir.ok()) << dir.status();
+  return dir.ok() ? *dir : "/nonexistent";
+}
 
-  static at::Tensor Expected(const std::string& name) {
-    auto header = checkpoint::ReadSafetensorsHeader(*dir_ + "/expected.safetensors");
-    EXPECT_TRUE(header.ok()) << header.status();
-    auto t = checkpoint::ReadSafetensorsTensor(*header, name);
-    EXPECT_TRUE(t.ok()) << t.status();
-    return *t;
-  }
+at::Tensor Expected(const std::string& name) {
+  absl::StatusOr<at::Tensor> t = zerotrain::testing::HfExpected(name);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : at::Tensor();
+}
 
-  // The model init_from would build and load for `path`.
-  static std::shared_ptr<CausalLm> Load(const std::string& path, ModelOptions* options) {
-    absl::StatusOr<bool> has_config = ReadHfArchitecture(path, options);
-    EXPECT_TRUE(has_config.ok() && *has_config) << has_config.status();
-    auto model = MakeModel(*options);
-    EXPECT_TRUE(model.ok()) << model.status();
-    if (!model.ok()) return nullptr;
-    auto loaded = LoadHfWeights(path, *options, **model);
-    EXPECT_TRUE(loaded.ok()) << loaded.status();
-    if (!loaded.ok()) return nullptr;
-    EXPECT_GT(loaded->tensors, 0);
-    (*model)->eval();
-    return *model;
-  }
-
-  static std::string* dir_;
-};
-std::string* HfModelsTest::dir_ = nullptr;
+// The model init_from would build and load for `path`.
+std::shared_ptr<CausalLm> Load(const std::string& path, ModelOptions* options) {
+  absl::StatusOr<bool> has_config = ReadHfArchitecture(path, options);
+  EXPECT_TRUE(has_config.ok() && *has_config) << has_config.status();
+  auto model = MakeModel(*options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
+  auto loaded = LoadHfWeights(path, *options, **model);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  if (!loaded.ok()) return nullptr;
+  EXPECT_GT(loaded->tensors, 0);
+  (*model)->eval();
+  return *model;
+}
 
 void ExpectSameLogits(CausalLm& model, const at::Tensor& tokens, const at::Tensor& want) {
   torch::NoGradGuard no_grad;
@@ -83,7 +72,7 @@ struct Case {
   ModelFamily family;
 };
 
-TEST_F(HfModelsTest, LogitsAndGreedyContinuationMatchTransformers) {
+TEST(HfModelsTest, LogitsAndGreedyContinuationMatchTransformers) {
   const at::Tensor tokens = Expected("tokens");
   for (const Case& c : {Case{"gpt2", "gpt2", ModelFamily::kGpt2},
                         Case{"gpt2", "gpt2_bin/pytorch_model.bin", ModelFamily::kGpt2},
@@ -91,7 +80,7 @@ TEST_F(HfModelsTest, LogitsAndGreedyContinuationMatchTransformers) {
                         Case{"llama_tied", "llama_tied/model.safetensors", ModelFamily::kLlama}}) {
     SCOPED_TRACE(c.path);
     ModelOptions options;
-    std::shared_ptr<CausalLm> model = Load(*dir_ + "/" + c.path, &options);
+    std::shared_ptr<CausalLm> model = Load(ModelsDir() + "/" + c.path, &options);
     ASSERT_NE(model, nullptr);
     EXPECT_EQ(options.family, c.family);
     ExpectSameLogits(*model, tokens, Expected(std::string(c.name) + ".logits"));
@@ -99,8 +88,8 @@ TEST_F(HfModelsTest, LogitsAndGreedyContinuationMatchTransformers) {
   }
 }
 
-TEST_F(HfModelsTest, ACheckpointThatDoesNotFitNamesEveryTensor) {
-  const std::string llama = *dir_ + "/llama";
+TEST(HfModelsTest, ACheckpointThatDoesNotFitNamesEveryTensor) {
+  const std::string llama = ModelsDir() + "/llama";
   ModelOptions options;
   ASSERT_TRUE(ReadHfArchitecture(llama, &options).ok());
   options.n_layer = 3;    // one layer more than the checkpoint
@@ -121,9 +110,9 @@ TEST_F(HfModelsTest, ACheckpointThatDoesNotFitNamesEveryTensor) {
 
   // GPT-2's tensors offered to a Llama: every one unexpected, every Llama tensor missing.
   ModelOptions gpt2;
-  ASSERT_TRUE(ReadHfArchitecture(*dir_ + "/gpt2", &gpt2).ok());
-  loaded =
-      LoadHfWeights(*dir_ + "/gpt2", gpt2.family == ModelFamily::kGpt2 ? options : gpt2, **model);
+  ASSERT_TRUE(ReadHfArchitecture(ModelsDir() + "/gpt2", &gpt2).ok());
+  loaded = LoadHfWeights(ModelsDir() + "/gpt2", gpt2.family == ModelFamily::kGpt2 ? options : gpt2,
+                         **model);
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("unexpected (transformer."), std::string::npos)
       << loaded.status();

@@ -1,0 +1,131 @@
+// --generate and --export_hf (model_tool.h).
+#include "trainer/model_tool.h"
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <map>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "tools/status_macros.h"
+#include "trainer/model/generate.h"
+#include "trainer/model/hf_export.h"
+#include "trainer/model/hf_weights.h"
+#include "trainer/model/model.h"
+
+namespace zerotrain::trainer {
+namespace {
+
+// The fp32 master values of a zerotrain checkpoint, by parameter name, as consolidate reads them.
+absl::Status LoadTrainingCheckpoint(const std::string& dir, torch::nn::Module& model) {
+  ZT_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::Open(dir));
+  ZT_RETURN_IF_ERROR(reader->VerifyFileChecksums());
+  std::map<std::string, int> index;
+  for (int i = 0; i < reader->num_params(); ++i) index[reader->manifest().params(i).name()] = i;
+  std::vector<std::string> problems;
+  for (const auto& item : model.named_parameters()) {
+    auto it = index.find(item.key());
+    if (it == index.end()) {
+      problems.push_back(absl::StrCat(item.key(), " is not in it"));
+    } else if (reader->manifest().params(it->second).numel() != item.value().numel()) {
+      problems.push_back(absl::StrCat(item.key(), " has ",
+                                      reader->manifest().params(it->second).numel(),
+                                      " elements where the model has ", item.value().numel()));
+    }
+  }
+  if (!problems.empty() || index.size() != model.named_parameters().size()) {
+    problems.push_back(absl::StrCat("it holds ", index.size(), " parameters, the model ",
+                                    model.named_parameters().size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("run.resume_from ", dir,
+                     " does not fit the configured model: ", absl::StrJoin(problems, "; ")));
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) {
+    ZT_ASSIGN_OR_RETURN(std::vector<float> values, reader->ReadParam(index[item.key()]));
+    item.value().copy_(torch::from_blob(values.data(), item.value().sizes(), torch::kFloat));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> PromptTokens(const ModelToolOptions& o) {
+  if (o.prompt_tokens.empty() == o.prompt.empty()) {
+    return absl::InvalidArgumentError(
+        "--generate takes exactly one of --prompt and --prompt_tokens");
+  }
+  std::vector<int64_t> tokens;
+  if (!o.prompt.empty()) {
+    for (unsigned char c : o.prompt) tokens.push_back(c);
+    return tokens;
+  }
+  for (absl::string_view part : absl::StrSplit(o.prompt_tokens, ',')) {
+    int64_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt_tokens=", o.prompt_tokens, ": '", part, "' is not a token id"));
+    }
+    tokens.push_back(id);
+  }
+  return tokens;
+}
+
+absl::Status Generate(CausalLm& model, const ModelToolOptions& o) {
+  ZT_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, PromptTokens(o));
+  GenerateOptions g;
+  g.greedy = o.temperature == 0;
+  g.temperature = o.temperature;
+  g.top_k = o.top_k;
+  g.seed = o.seed;
+  g.max_new_tokens = o.max_new_tokens;
+  const size_t n = prompt.size();
+  ZT_ASSIGN_OR_RETURN(std::vector<int64_t> all, ContinueTokens(model, prompt, g));
+  const std::vector<int64_t> added(all.begin() + n, all.end());
+  const std::string how = g.greedy ? "greedy"
+                                   : absl::StrCat("temperature ", o.temperature, ", top_k ",
+                                                  o.top_k, ", seed ", o.seed);
+  std::printf("zerotrain: continuation (%zu tokens, %s): %s\n", added.size(), how.c_str(),
+              absl::StrJoin(added, " ").c_str());
+  if (!o.prompt.empty()) {
+    std::string text;
+    for (int64_t t : added) text.push_back(t >= 0x20 && t < 0x7f || t == '\n' ? char(t) : '?');
+    std::printf("%s%s\n", o.prompt.c_str(), text.c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunModelTool(const TrainerConfig& config, const ModelToolOptions& o) {
+  torch::manual_seed(config.run.seed);
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<CausalLm> model, MakeModel(config.model));
+  std::string source = "random initialisation";
+  if (!config.run.resume_from.empty()) {
+    ZT_RETURN_IF_ERROR(LoadTrainingCheckpoint(config.run.resume_from, *model));
+    source = config.run.resume_from;
+  } else if (!config.model.init_from.empty()) {
+    ZT_RETURN_IF_ERROR(LoadHfWeights(config.model.init_from, config.model, *model).status());
+    source = config.model.init_from;
+  }
+  std::printf("zerotrain: %s model, %.2fM parameters, weights from %s\n",
+              ModelFamilyName(config.model.family), ModelParameterCount(config.model) / 1e6,
+              source.c_str());
+  if (!o.export_hf.empty()) {
+    std::vector<std::pair<std::string, at::Tensor>> params;
+    for (const auto& item : model->named_parameters()) {
+      params.emplace_back(item.key(), item.value().detach());
+    }
+    ZT_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                        WriteHfCheckpoint(o.export_hf, config.model, params, o.max_shard_bytes));
+    std::printf("zerotrain: wrote a Hugging Face checkpoint to %s (%zu files)\n",
+                o.export_hf.c_str(), files.size());
+  }
+  if (o.generate) ZT_RETURN_IF_ERROR(Generate(*model, o));
+  return absl::OkStatus();
+}
+
+}  // namespace zerotrain::trainer
