@@ -118,9 +118,8 @@ TEST(HfMainTest, AFineTunedModelExportsToWhatTransformersComputesAsWeDo) {
   const std::string data = "data { source: \"tokens\" path: \"" + TokenFile(dir) + "\" }\n";
   std::string config =
       Config(dir, model, "steps: 4 save_interval: 4 eval_interval: 0 sample_tokens: 0");
-  std::ofstream(config, std::ios::app)
-      << data << "zero_optimization { stage: 3 }\n"
-      << "optimizer { type: \"AdamW\" params { lr: 1e-2 } }\n";
+  std::ofstream(config, std::ios::app) << data << "zero_optimization { stage: 3 }\n"
+                                       << "optimizer { type: \"AdamW\" params { lr: 1e-2 } }\n";
   Result r = RunMain({"--config=" + config}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("zerotrain: loaded "), std::string::npos) << r.out;
