@@ -92,7 +92,7 @@ absl::Status Generate(CausalLm& model, const ModelToolOptions& o) {
               absl::StrJoin(added, " ").c_str());
   if (!o.prompt.empty()) {
     std::string text;
-    for (int64_t t : added) text.push_back(t >= 0x20 && t < 0x7f || t == '\n' ? char(t) : '?');
+    for (int64_t t : added) text.push_back((t >= 0x20 && t < 0x7f) || t == '\n' ? char(t) : '?');
     std::printf("%s%s\n", o.prompt.c_str(), text.c_str());
   }
   return absl::OkStatus();

@@ -136,7 +136,7 @@ absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
   if (o.stage == 3) {  // partitioned while it is built, as training_run.cc does: never whole
     r.init =
         std::make_unique<partition::ShardedInit>(group, engine::Stage3BucketNumel(o), o.stage3);
-    g.after_submodule = [&](torch::nn::Module& m) {
+    g.after_submodule = [&](const std::string&, torch::nn::Module& m) {
       if (partitioned.ok()) partitioned = r.init->Partition(m);
     };
     o.sharded_init = r.init.get();

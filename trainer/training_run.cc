@@ -73,24 +73,34 @@ absl::Status Setup(Trainer& t) {
   ZT_ASSIGN_OR_RETURN(auto data, LoadTokens(c.data, c.model.vocab_size, c.model.block_size));
   t.data.emplace(std::move(data));
   engine::EngineOptions engine_options = c.engine;
+  std::unique_ptr<HfWeightsReader> weights;
+  if (!c.model.init_from.empty()) {
+    ZT_ASSIGN_OR_RETURN(weights, HfWeightsReader::Open(c.model.init_from, c.model));
+  }
   absl::Status partitioned;
-  std::function<void(torch::nn::Module&)> after_submodule;
-  // Stage 3 partitions the model block by block as it is built: no rank holds all of it. Not
-  // with init_from yet: the checkpoint is loaded into the whole model, which Create partitions.
-  if (engine_options.stage == 3 && c.model.init_from.empty()) {
+  SubmoduleHook after_submodule;
+  // Stage 3 partitions the model block by block as it is built: no rank holds all of it. With
+  // init_from, rank 0 fills each block from the checkpoint first (the others only check it, so
+  // all fail alike), and Partition's broadcast hands every rank its slices of those values.
+  if (engine_options.stage == 3) {
     t.sharded_init = std::make_unique<partition::ShardedInit>(
         t.group, engine::Stage3BucketNumel(engine_options), engine_options.stage3);
-    after_submodule = [&](torch::nn::Module& m) {
+    after_submodule = [&](const std::string& name, torch::nn::Module& m) {
+      if (partitioned.ok() && weights) {
+        partitioned = weights->Load(name, m, /*copy=*/t.group->rank() == 0);
+      }
       if (partitioned.ok()) partitioned = t.sharded_init->Partition(m);
     };
     engine_options.sharded_init = t.sharded_init.get();
   }
   ZT_ASSIGN_OR_RETURN(t.model, MakeModel(c.model, after_submodule));
   ZT_RETURN_IF_ERROR(partitioned);
-  if (!c.model.init_from.empty()) {
-    ZT_ASSIGN_OR_RETURN(const HfLoadReport loaded,
-                        LoadHfWeights(c.model.init_from, c.model, *t.model));
+  if (weights) {
+    // Below stage 3 every rank loads the whole model (the engine starts from rank 0's anyway).
+    if (!after_submodule) ZT_RETURN_IF_ERROR(weights->Load("", *t.model));
+    ZT_RETURN_IF_ERROR(weights->Finish());
     if (t.group->rank() == 0) {
+      const HfLoadReport& loaded = weights->report();
       std::printf("zerotrain: loaded %lld tensors (%.1f MiB) from %s in %.2f s\n",
                   static_cast<long long>(loaded.tensors), loaded.bytes / 1048576.0,
                   c.model.init_from.c_str(), loaded.seconds);

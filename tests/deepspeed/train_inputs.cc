@@ -70,11 +70,11 @@ absl::Status WriteModelAndBatches(const trainer::TrainerConfig& config, int rank
 absl::Status WriteInitialWeights(const trainer::TrainerConfig& config, const std::string& path) {
   // As TrainModel's Setup: the run's seed, then the model (the data draws nothing in between).
   torch::manual_seed(config.run.seed);
-  std::function<void(torch::nn::Module&)> after_submodule;
+  trainer::SubmoduleHook after_submodule;
   if (config.engine.stage == 3) {
     // The trainer partitions each submodule here; partitioning draws nothing, so building with a
     // hook that keeps everything gives the same values in full.
-    after_submodule = [](torch::nn::Module&) {};
+    after_submodule = [](const std::string&, torch::nn::Module&) {};
   }
   ZT_ASSIGN_OR_RETURN(const std::shared_ptr<trainer::CausalLm> model,
                       trainer::MakeModel(config.model, after_submodule));

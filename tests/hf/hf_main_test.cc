@@ -150,6 +150,27 @@ TEST(HfMainTest, AFineTunedModelExportsToWhatTransformersComputesAsWeDo) {
   EXPECT_LT(diff, 2e-5);
 }
 
+// At stage 3 the checkpoint fills each block as it is built and ShardedInit partitions it at
+// once; the model must be the one stage 0 loads whole: the same loss before any step.
+TEST(HfMainTest, Stage3LoadsBlockByBlockTheModelStage0LoadsWhole) {
+  std::map<int, std::string> eval_line;
+  for (int stage : {0, 3}) {
+    const std::string dir = Dir("stage" + std::to_string(stage));
+    std::string config = Config(dir, "init_from: \"" + Models() + "/llama\"",
+                                "steps: 1 eval_interval: 0 eval_iters: 4 sample_tokens: 0");
+    std::ofstream(config, std::ios::app)
+        << "data { source: \"tokens\" path: \"" << TokenFile(dir) << "\" }\n"
+        << "zero_optimization { stage: " << stage << " }\n";
+    const Result r = RunMain({"--config=" + config}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("zerotrain: loaded 21 tensors"), std::string::npos) << r.out;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex("eval at step 0: loss [0-9.]+"))) << r.out;
+    eval_line[stage] = m.str();
+  }
+  EXPECT_EQ(eval_line[3], eval_line[0]);
+}
+
 }  // namespace
 }  // namespace zerotrain::trainer::testing
 

@@ -6,8 +6,15 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 namespace zerotrain::trainer {
+
+// Called with each submodule right after the model builds and initialises it, and its name in
+// the model ("h.0", "model.layers.3"): ZeRO stage 3's partitioned construction
+// (partition/sharded_init.h) partitions it there, after filling it from a checkpoint by name.
+using SubmoduleHook = std::function<void(const std::string& name, torch::nn::Module& submodule)>;
 
 class CausalLm : public torch::nn::Module {
  public:

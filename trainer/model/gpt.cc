@@ -160,25 +160,25 @@ Gpt::Gpt(const GptOptions& options) : options_(options), parts_(std::make_shared
   Parts& p = *parts_;
   const auto& hook = options.after_submodule;
   // With a hook, each submodule is initialised and handed over as soon as it exists.
-  auto built = [&](torch::nn::Module& m, bool init) {
+  auto built = [&](const std::string& name, torch::nn::Module& m, bool init) {
     if (!hook) return;
     if (init) InitWeights(m, options.n_layer);
-    hook(m);
+    hook(name, m);
   };
   p.wte = register_module("wte", torch::nn::Embedding(options.vocab_size, options.n_embd));
-  built(*p.wte, true);
+  built("wte", *p.wte, true);
   p.wpe = register_module("wpe", torch::nn::Embedding(options.block_size, options.n_embd));
-  built(*p.wpe, true);
+  built("wpe", *p.wpe, true);
   p.drop = register_module("drop", torch::nn::Dropout(options.dropout));
   auto h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.n_layer; ++i) {
     p.blocks.push_back(std::make_shared<Block>(options));
     h->push_back(p.blocks.back());
-    built(*p.blocks.back(), true);
+    built("h." + std::to_string(i), *p.blocks.back(), true);
   }
   p.ln_f =
       register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.n_embd})));
-  built(*p.ln_f, false);
+  built("ln_f", *p.ln_f, false);
   if (!hook) InitWeights(*this, options.n_layer);
 }
 

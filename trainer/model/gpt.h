@@ -38,7 +38,7 @@ struct GptOptions {
   // right after it is built and then handed to this, which may partition it (ZeRO stage 3's
   // partitioned construction, partition/sharded_init.h), so the whole model never exists at
   // once. The initial values then differ from an unset hook's (the random draws interleave).
-  std::function<void(torch::nn::Module&)> after_submodule;
+  SubmoduleHook after_submodule;
 };
 
 // Token ids are read as uint32 (trainer/data/token_files.h) and embedded through int64 indices;

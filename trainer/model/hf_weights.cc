@@ -6,6 +6,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -112,9 +113,18 @@ HfTensorName MapHfTensorName(const ModelOptions& options, const std::string& hf_
   return n;
 }
 
-absl::StatusOr<HfLoadReport> LoadHfWeights(const std::string& path, const ModelOptions& options,
-                                           torch::nn::Module& model) {
-  const auto start = std::chrono::steady_clock::now();
+struct HfWeightsReader::Source {
+  std::string hf_name;
+  bool transposed = false;
+  SourceTensor tensor;
+};
+
+absl::StatusOr<std::unique_ptr<HfWeightsReader>> HfWeightsReader::Open(
+    const std::string& path, const ModelOptions& options) {
+  std::unique_ptr<HfWeightsReader> r(new HfWeightsReader());
+  r->start_ = std::chrono::steady_clock::now();
+  r->path_ = path;
+  r->options_ = options;
   ZT_ASSIGN_OR_RETURN(const HfCheckpointFiles files, FindHfCheckpoint(path));
   Sources sources;
   if (files.format == HfCheckpointFiles::Format::kTorchSave) {
@@ -122,56 +132,94 @@ absl::StatusOr<HfLoadReport> LoadHfWeights(const std::string& path, const ModelO
   } else {
     ZT_RETURN_IF_ERROR(ListSafetensors(files.weight_files, &sources));
   }
-  std::map<std::string, at::Tensor> params;
-  for (const auto& item : model.named_parameters()) params[item.key()] = item.value();
-  std::vector<std::string> unexpected, misshaped;
-  std::vector<std::pair<const SourceTensor*, HfTensorName>> plan;
-  std::map<std::string, bool> found;
-  for (const auto& [hf_name, source] : sources) {
+  for (auto& [hf_name, tensor] : sources) {
     const HfTensorName n = MapHfTensorName(options, hf_name);
     if (n.ignored) continue;
-    auto it = params.find(n.ours);
-    if (it == params.end()) {
-      unexpected.push_back(hf_name);
+    auto source = std::make_shared<Source>();
+    source->hf_name = hf_name;
+    source->transposed = n.transposed;
+    source->tensor = std::move(tensor);
+    if (!r->by_ours_.emplace(n.ours, std::move(source)).second) r->unmapped_.push_back(hf_name);
+  }
+  return r;
+}
+
+absl::Status HfWeightsReader::Load(const std::string& prefix, torch::nn::Module& module,
+                                   bool copy) {
+  std::vector<std::string> missing, misshaped, unexpected;
+  std::vector<std::pair<const Source*, at::Tensor>> plan;
+  for (const auto& item : module.named_parameters()) {
+    const std::string ours = prefix.empty() ? item.key() : prefix + "." + item.key();
+    auto it = by_ours_.find(ours);
+    if (it == by_ours_.end()) {
+      missing.push_back(ours);
       continue;
     }
-    std::vector<int64_t> want = it->second.sizes().vec();
-    if (n.transposed) std::reverse(want.begin(), want.end());
-    if (source.shape != want) {
-      misshaped.push_back(absl::StrCat(hf_name, ": ", ShapeText(source.shape),
-                                       " where the model has ", ShapeText(want)));
+    std::vector<int64_t> want = item.value().sizes().vec();
+    if (it->second->transposed) std::reverse(want.begin(), want.end());
+    if (it->second->tensor.shape != want) {
+      misshaped.push_back(absl::StrCat(it->second->hf_name, ": ",
+                                       ShapeText(it->second->tensor.shape), " where the model has ",
+                                       ShapeText(want)));
     }
-    found[n.ours] = true;
-    plan.push_back({&source, n});
+    plan.push_back({it->second.get(), item.value()});
   }
-  std::vector<std::string> missing;
-  for (const auto& [name, p] : params) {
-    if (!found.count(name)) missing.push_back(name);
+  if (prefix.empty()) {
+    std::map<std::string, bool> used;
+    for (const auto& [source, param] : plan) used[source->hf_name] = true;
+    unexpected = unmapped_;
+    for (const auto& [ours, source] : by_ours_) {
+      if (!used.count(source->hf_name)) unexpected.push_back(source->hf_name);
+    }
   }
   if (!missing.empty() || !unexpected.empty() || !misshaped.empty()) {
     std::vector<std::string> parts;
     if (!missing.empty()) parts.push_back(Listed("missing", missing));
     if (!unexpected.empty()) parts.push_back(Listed("unexpected", unexpected));
     if (!misshaped.empty()) parts.push_back(Listed("mis-shaped", misshaped));
-    return absl::InvalidArgumentError(absl::StrCat("model.init_from ", path, " does not fit the ",
-                                                   ModelFamilyName(options.family),
+    return absl::InvalidArgumentError(absl::StrCat("model.init_from ", path_, " does not fit the ",
+                                                   ModelFamilyName(options_.family),
                                                    " model: ", absl::StrJoin(parts, "; ")));
   }
-  HfLoadReport report;
+  for (const auto& [source, param] : plan) {
+    taken_[MapHfTensorName(options_, source->hf_name).ours] = true;
+  }
+  if (!copy) return absl::OkStatus();
   try {
     torch::NoGradGuard no_grad;
-    for (const auto& [source, n] : plan) {
-      ZT_ASSIGN_OR_RETURN(at::Tensor t, source->read());
-      params[n.ours].copy_(n.transposed ? t.t() : t);
-      report.tensors += 1;
-      report.bytes += source->bytes;
+    for (auto& [source, param] : plan) {
+      ZT_ASSIGN_OR_RETURN(at::Tensor t, source->tensor.read());
+      param.copy_(source->transposed ? t.t() : t);
+      report_.tensors += 1;
+      report_.bytes += source->tensor.bytes;
     }
   } catch (const std::exception& e) {
     return absl::InternalError(
-        absl::StrCat("model.init_from ", path, ": copying weights: ", e.what()));
+        absl::StrCat("model.init_from ", path_, ": copying weights: ", e.what()));
   }
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return report;
+  report_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return absl::OkStatus();
+}
+
+absl::Status HfWeightsReader::Finish() {
+  std::vector<std::string> unexpected = unmapped_;
+  for (const auto& [ours, source] : by_ours_) {
+    if (!taken_.count(ours)) unexpected.push_back(source->hf_name);
+  }
+  if (unexpected.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("model.init_from ", path_, " does not fit the ",
+                                                 ModelFamilyName(options_.family),
+                                                 " model: ", Listed("unexpected", unexpected)));
+}
+
+absl::StatusOr<HfLoadReport> LoadHfWeights(const std::string& path, const ModelOptions& options,
+                                           torch::nn::Module& model) {
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<HfWeightsReader> reader,
+                      HfWeightsReader::Open(path, options));
+  ZT_RETURN_IF_ERROR(reader->Load("", model));
+  ZT_RETURN_IF_ERROR(reader->Finish());
+  return reader->report();
 }
 
 }  // namespace zerotrain::trainer

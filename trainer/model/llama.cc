@@ -233,28 +233,28 @@ Llama::Llama(const LlamaOptions& options) : options_(options), parts_(std::make_
   Parts& p = *parts_;
   const auto& hook = options.after_submodule;
   // With a hook, each submodule is initialised and handed over as soon as it exists.
-  auto built = [&](torch::nn::Module& m) {
+  auto built = [&](const std::string& name, torch::nn::Module& m) {
     if (!hook) return;
     InitWeights(m);
-    hook(m);
+    hook(name, m);
   };
   // HF's LlamaModel, the "model." of every name but lm_head's; it has no parameters of its own.
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
   p.embed_tokens = model->register_module("embed_tokens",
                                           torch::nn::Embedding(options.vocab_size, options.n_embd));
-  built(*p.embed_tokens);
+  built("model.embed_tokens", *p.embed_tokens);
   auto layers = model->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.n_layer; ++i) {
     p.layers.push_back(std::make_shared<DecoderLayer>(options));
     layers->push_back(p.layers.back());
-    built(*p.layers.back());
+    built("model.layers." + std::to_string(i), *p.layers.back());
   }
   p.norm = model->register_module("norm",
                                   std::make_shared<RmsNorm>(options.n_embd, options.rms_norm_eps));
-  built(*p.norm);
+  built("model.norm", *p.norm);
   if (!options.tie_word_embeddings) {
     p.lm_head = register_module("lm_head", Linear(options.n_embd, options.vocab_size));
-    built(*p.lm_head);
+    built("lm_head", *p.lm_head);
   }
   if (!hook) InitWeights(*this);
 }

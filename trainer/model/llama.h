@@ -41,7 +41,7 @@ struct LlamaOptions {
   // As GptOptions: each submodule (model.embed_tokens, every layer, model.norm, then lm_head
   // when untied) is initialised right after it is built and handed to this, which may partition
   // it (partition/sharded_init.h). Initial values then differ from an unset hook's.
-  std::function<void(torch::nn::Module&)> after_submodule;
+  SubmoduleHook after_submodule;
 };
 
 // Meta's MLP width for a model width: 8 * n_embd / 3 (the 2/3 of a 4x MLP that keeps SwiGLU's

@@ -312,8 +312,10 @@ TEST(LlamaTest, AfterSubmoduleSeesEachSubmoduleOnceInOrderInitialised) {
   for (bool tied : {false, true}) {
     LlamaOptions o = Grouped(tied);
     std::vector<const torch::nn::Module*> seen;
-    o.after_submodule = [&seen](torch::nn::Module& m) {
+    std::vector<std::string> names_given;
+    o.after_submodule = [&](const std::string& name, torch::nn::Module& m) {
       seen.push_back(&m);
+      names_given.push_back(name);
       for (const auto& p : m.parameters()) {
         if (p.dim() == 2) {
           EXPECT_NEAR(p.std().item<double>(), 0.02, 0.003);
@@ -329,6 +331,7 @@ TEST(LlamaTest, AfterSubmoduleSeesEachSubmoduleOnceInOrderInitialised) {
     if (!tied) want.push_back("lm_head");
     for (const auto* s : seen) got.push_back(names.count(s) ? names[s] : "(not in the model)");
     EXPECT_EQ(got, want);
+    EXPECT_EQ(names_given, want) << "the hook's names are the submodules' paths";
     // The hooked model computes the reference forward.
     Randomise(m);
     auto p = Params(m);

@@ -91,8 +91,8 @@ int64_t LargestLayerParameterCount(const ModelOptions& o) {
   return std::max(embedding, inter * o.n_embd);  // one of the MLP's three matrices
 }
 
-absl::StatusOr<std::shared_ptr<CausalLm>> MakeModel(
-    const ModelOptions& options, const std::function<void(torch::nn::Module&)>& after_submodule) {
+absl::StatusOr<std::shared_ptr<CausalLm>> MakeModel(const ModelOptions& options,
+                                                    const SubmoduleHook& after_submodule) {
   if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
   try {
     if (options.family == ModelFamily::kLlama) {

@@ -63,8 +63,7 @@ int64_t LargestLayerParameterCount(const ModelOptions& options);
 
 // Validates and builds the family's module; after_submodule as GptOptions describes it (ZeRO
 // stage 3's partitioned construction). LibTorch errors become a Status.
-absl::StatusOr<std::shared_ptr<CausalLm>> MakeModel(
-    const ModelOptions& options,
-    const std::function<void(torch::nn::Module&)>& after_submodule = nullptr);
+absl::StatusOr<std::shared_ptr<CausalLm>> MakeModel(const ModelOptions& options,
+                                                    const SubmoduleHook& after_submodule = nullptr);
 
 }  // namespace zerotrain::trainer
