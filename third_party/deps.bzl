@@ -15,6 +15,7 @@ _DEBIAN_LIBRARIES = {
     "debian_protobuf": (["libprotobuf-dev", "protobuf-compiler"], "protobuf.BUILD", "+~-"),
     "debian_googletest": (["libgtest-dev", "libgmock-dev"], "googletest.BUILD", "+~-"),
     "debian_benchmark": (["libbenchmark-dev"], "benchmark.BUILD", "+~-"),
+    "debian_sentencepiece": (["libsentencepiece-dev", "sentencepiece"], "sentencepiece.BUILD", "+~-"),
 }
 
 def zerotrain_dependencies():

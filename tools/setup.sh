@@ -16,6 +16,7 @@ APT_PACKAGES=(
   bazel-bootstrap g++ git python3 python3-venv
   libabsl-dev libgoogle-glog-dev libgflags-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
+  libsentencepiece-dev sentencepiece  # SentencePiece tokenizers; its CLI is the tests' reference
   clang-format-14
   python3-dev  # DeepSpeed (the test oracle) compiles its CPU communication op against Python.h
   iproute2     # ip netns / tc for //tests/multinode:multinode_test's two "machines"
@@ -114,7 +115,8 @@ check_versions() {
   have[g++]=$(g++ -dumpfullversion 2>/dev/null || echo none)
   have[protobuf-compiler]=$(protoc --version 2>/dev/null | awk '{print $2}')
   have[libabsl-dev]=$(deb_version libabsl-dev '.+~-')
-  for p in libgoogle-glog-dev libgflags-dev libprotobuf-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format-14; do
+  for p in libgoogle-glog-dev libgflags-dev libprotobuf-dev libgtest-dev libgmock-dev libbenchmark-dev \
+    libsentencepiece-dev sentencepiece clang-format-14; do
     have[$p]=$(deb_version "$p" '+~-')
   done
   have[python]=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')

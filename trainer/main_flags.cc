@@ -31,7 +31,8 @@ With no flags: trains the default GPT (trainer/configs/default.pbtxt) on 2 local
                          29500 across nodes)
   --generate             load the model (model.init_from, or the zerotrain checkpoint
                          run.resume_from names), continue a prompt and print it; then exit.
-                         --prompt=TEXT (one token per byte) or --prompt_tokens=ID,ID,...,
+                         --prompt=TEXT (through data.tokenizer; without one, a token per
+                         byte) or --prompt_tokens=ID,ID,...,
                          --max_new_tokens (100), --temperature (0: greedy), --top_k (0: all),
                          --seed (1234)
   --export_hf=DIR        load the model as --generate does and write it as a Hugging Face

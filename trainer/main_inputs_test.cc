@@ -2,13 +2,17 @@
 // writes (docs/DATA.md), where llm.c shards of uint32 ids named by a glob train exactly as the
 // same ids given as a text file (one token per byte) do; and the Llama family, whose loss falls
 // at ZeRO stage 3 with recomputation. (A glob that matches nothing is among main_test's bad
-// inputs; Hugging Face weights are tests/hf's.)
+// inputs; Hugging Face weights are tests/hf's.) And text through a SentencePiece model trained
+// here with Debian's spm_train: the run learns, its sample and --generate print decoded text, and a
+// model.vocab_size smaller than the tokenizer's is one line and exit 2.
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/deepspeed/oracle.h"
 #include "trainer/main_runner.h"
 
 namespace zerotrain::trainer::testing {
@@ -80,16 +84,56 @@ TEST(MainInputsTest, LlamaLearnsAtStage3WithRecomputation) {
   EXPECT_LT(losses.back(), losses.front() - 0.5) << r.out;
 }
 
+std::string g_spm_train;  // argv[2]
+
+TEST(MainInputsTest, TextThroughASentencePieceModel) {
+  const std::string dir = Dir("spm");
+  std::ofstream(dir + "/corpus.txt") << Text(40000);
+  auto trained = zerotrain::testing::RunProgram(
+      {g_spm_train, "--input=" + dir + "/corpus.txt", "--model_prefix=" + dir + "/spm",
+       "--vocab_size=300", "--hard_vocab_limit=false", "--byte_fallback=true", "--minloglevel=2"});
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  const std::string data = "data { source: \"text\" path: \"" + dir +
+                           "/corpus.txt\" tokenizer: \"" + dir + "/spm.model\" }";
+  const std::string model =
+      "model { n_layer: 2 n_head: 2 n_embd: 64 block_size: 32 vocab_size: 300 }";
+  const std::string config = WriteConfig(dir, dir + "/out", 20, {{"data", data}, {"model", model}});
+  Result r = RunMain({"--config=" + config}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<double> losses = StepLosses(r.out);
+  ASSERT_GE(losses.size(), 2u) << r.out;
+  EXPECT_LT(losses.back(), losses.front() - 0.5) << r.out;
+  // Decoded pieces, not ids or bytes: the corpus's words.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("sample \\(20 tokens[^\n]*\nThe[a-z .\n]+$")))
+      << r.out;
+
+  r = RunMain({"--config=" + config, "--generate", "--prompt=the quick", "--max_new_tokens=5"},
+              dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("zerotrain: continuation (5 tokens, greedy): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nthe quick"), std::string::npos) << r.out;
+
+  const std::string small = WriteConfig(
+      Dir("spm_small"), dir + "/out_small", 2,
+      {{"data", data}, {"model", "model { n_layer: 1 n_head: 2 n_embd: 32 block_size: 16 }"}});
+  r = RunMain({"--config=" + small}, dir);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("has 2[5-9][0-9] pieces, more than model.vocab_size 256")))
+      << r.err;
+}
+
 }  // namespace
 }  // namespace zerotrain::trainer::testing
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: main_inputs_test <path of //trainer:main>\n");
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: main_inputs_test <path of //trainer:main> <spm_train>\n");
     return 2;
   }
   zerotrain::trainer::testing::SetMainBinary(argv[1]);
+  zerotrain::trainer::testing::g_spm_train = argv[2];
   setenv("CUDA_VISIBLE_DEVICES", "", 1);  // CPU runs whatever the machine
   return RUN_ALL_TESTS();
 }

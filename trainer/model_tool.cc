@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "tools/status_macros.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/model/generate.h"
 #include "trainer/model/hf_export.h"
 #include "trainer/model/hf_weights.h"
@@ -53,15 +54,16 @@ absl::Status LoadTrainingCheckpoint(const std::string& dir, torch::nn::Module& m
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int64_t>> PromptTokens(const ModelToolOptions& o) {
+absl::StatusOr<std::vector<int64_t>> PromptTokens(const ModelToolOptions& o,
+                                                  const Tokenizer& tokenizer) {
   if (o.prompt_tokens.empty() == o.prompt.empty()) {
     return absl::InvalidArgumentError(
         "--generate takes exactly one of --prompt and --prompt_tokens");
   }
   std::vector<int64_t> tokens;
   if (!o.prompt.empty()) {
-    for (unsigned char c : o.prompt) tokens.push_back(c);
-    return tokens;
+    ZT_ASSIGN_OR_RETURN(const std::vector<uint32_t> ids, tokenizer.Encode(o.prompt));
+    return std::vector<int64_t>(ids.begin(), ids.end());
   }
   for (absl::string_view part : absl::StrSplit(o.prompt_tokens, ',')) {
     int64_t id;
@@ -74,8 +76,10 @@ absl::StatusOr<std::vector<int64_t>> PromptTokens(const ModelToolOptions& o) {
   return tokens;
 }
 
-absl::Status Generate(CausalLm& model, const ModelToolOptions& o) {
-  ZT_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, PromptTokens(o));
+// A text prompt goes through data.tokenizer (bytes without one); the continuation is printed as
+// ids, and as text for a text prompt.
+absl::Status Generate(CausalLm& model, const Tokenizer& tokenizer, const ModelToolOptions& o) {
+  ZT_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, PromptTokens(o, tokenizer));
   GenerateOptions g;
   g.greedy = o.temperature == 0;
   g.temperature = o.temperature;
@@ -90,11 +94,7 @@ absl::Status Generate(CausalLm& model, const ModelToolOptions& o) {
                                                   o.top_k, ", seed ", o.seed);
   std::printf("zerotrain: continuation (%zu tokens, %s): %s\n", added.size(), how.c_str(),
               absl::StrJoin(added, " ").c_str());
-  if (!o.prompt.empty()) {
-    std::string text;
-    for (int64_t t : added) text.push_back((t >= 0x20 && t < 0x7f) || t == '\n' ? char(t) : '?');
-    std::printf("%s%s\n", o.prompt.c_str(), text.c_str());
-  }
+  if (!o.prompt.empty()) std::printf("%s\n", tokenizer.Decode(all).c_str());
   return absl::OkStatus();
 }
 
@@ -124,7 +124,11 @@ absl::Status RunModelTool(const TrainerConfig& config, const ModelToolOptions& o
     std::printf("zerotrain: wrote a Hugging Face checkpoint to %s (%zu files)\n",
                 o.export_hf.c_str(), files.size());
   }
-  if (o.generate) ZT_RETURN_IF_ERROR(Generate(*model, o));
+  if (o.generate) {
+    ZT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
+                        LoadTokenizer(config.data.tokenizer));
+    ZT_RETURN_IF_ERROR(Generate(*model, *tokenizer, o));
+  }
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include "recompute/activation_checkpoint.h"
 #include "tools/status_macros.h"
 #include "trainer/config/config_table.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/metrics/device_memory_stats.h"
 #include "trainer/metrics/memory_stats.h"
 #include "trainer/model/generate.h"
@@ -381,7 +382,9 @@ absl::Status RunReport::Finish(CausalLm& model, bool memory_summary) {
     GenerateOptions g;
     g.max_new_tokens = config_.run.sample_tokens;
     g.seed = config_.run.seed;
-    ZT_ASSIGN_OR_RETURN(const std::string text, Generate(model, "The ", g));
+    ZT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
+                        LoadTokenizer(config_.data.tokenizer));
+    ZT_ASSIGN_OR_RETURN(const std::string text, Generate(model, *tokenizer, "The ", g));
     std::printf("\nsample (%lld tokens, temperature %.1f, top-k %lld):\n%s\n",
                 static_cast<long long>(g.max_new_tokens), g.temperature,
                 static_cast<long long>(g.top_k), text.c_str());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "tools/status_macros.h"
 #include "trainer/data/token_files.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/model/hf_config.h"
 #include "trainer/model/model.h"
 
@@ -294,6 +295,18 @@ absl::Status DataFromConfig(const TrainerConfigProto& c, DataOptions* data,
     data->path = d.path();
   } else {
     return Invalid("data.source", "\"" + d.source() + "\"", "expected embedded, text or tokens");
+  }
+  if (!d.tokenizer().empty()) {
+    if (data->source != DataSource::kText) {
+      return Invalid("data.tokenizer", "\"" + d.tokenizer() + "\"",
+                     "a tokenizer applies to data.source \"text\" only");
+    }
+    if (absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadSentencePiece(d.tokenizer()); !t.ok()) {
+      return Invalid("data.tokenizer", "\"" + d.tokenizer() + "\"",
+                     std::string(t.status().message()));
+    }
+    data->tokenizer = d.tokenizer();
+    effective->mutable_data()->set_tokenizer(d.tokenizer());
   }
   if (d.has_eval_fraction()) data->eval_fraction = d.eval_fraction();
   if (d.has_seed()) data->seed = d.seed();

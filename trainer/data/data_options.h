@@ -15,6 +15,7 @@ enum class DataSource {
 struct DataOptions {
   DataSource source = DataSource::kEmbedded;
   std::string path;            // kText: one file; kTokens: files and globs, comma-separated
+  std::string tokenizer;       // kText: a SentencePiece .model file; "" = one token per byte
   double eval_fraction = 0.1;  // the tail of the token stream held out for eval loss
   uint64_t seed = 1234;        // sampler order; the same seed gives the same batches
 };

@@ -14,6 +14,7 @@
 #include "tools/status_macros.h"
 #include "trainer/data/corpus.h"
 #include "trainer/data/token_files.h"
+#include "trainer/data/tokenizer.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -58,13 +59,28 @@ absl::StatusOr<std::vector<uint32_t>> BytesToTokens(std::string_view bytes, int6
   return tokens;
 }
 
+// The text through a SentencePiece model, whose every piece must be a token of the model.
+absl::StatusOr<std::vector<uint32_t>> Tokenize(const std::string& text, const DataOptions& options,
+                                               int64_t vocab_size) {
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadSentencePiece(options.tokenizer));
+  if (tokenizer->vocab_size() > vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.tokenizer ", options.tokenizer, " has ", tokenizer->vocab_size(),
+        " pieces, more than model.vocab_size ", vocab_size, " (set it to at least that)"));
+  }
+  return tokenizer->Encode(text);
+}
+
 absl::StatusOr<std::vector<uint32_t>> ReadStream(const DataOptions& options, int64_t vocab_size) {
   switch (options.source) {
     case DataSource::kEmbedded:
       return BytesToTokens(EmbeddedCorpus(), vocab_size, "the embedded corpus");
     case DataSource::kText: {
       ZT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(options.path));
-      return BytesToTokens(bytes, vocab_size, absl::StrCat("text file '", options.path, "'"));
+      if (options.tokenizer.empty()) {
+        return BytesToTokens(bytes, vocab_size, absl::StrCat("text file '", options.path, "'"));
+      }
+      return Tokenize(bytes, options, vocab_size);
     }
     case DataSource::kTokens: {
       if (options.path.empty()) {

@@ -12,16 +12,6 @@
 namespace zerotrain::trainer {
 namespace {
 
-std::string Printable(const std::vector<int64_t>& tokens) {
-  std::string text;
-  text.reserve(tokens.size());
-  for (int64_t t : tokens) {
-    const bool printable = (t >= 0x20 && t < 0x7f) || t == '\n' || t == '\t';
-    text.push_back(printable ? static_cast<char>(t) : '?');
-  }
-  return text;
-}
-
 // Restores the module's training flag however Generate leaves.
 class EvalModeScope {
  public:
@@ -86,20 +76,26 @@ absl::StatusOr<std::vector<int64_t>> ContinueTokens(CausalLm& model, std::vector
   return tokens;
 }
 
-absl::StatusOr<std::string> Generate(CausalLm& model, const std::string& prompt,
-                                     const GenerateOptions& options) {
-  std::vector<int64_t> tokens;
-  for (unsigned char ch : prompt.empty() ? std::string("\n") : prompt) {
-    if (ch >= model.vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt byte ", static_cast<int>(ch),
-                                                     " is outside model.vocab_size ",
+absl::StatusOr<std::string> Generate(CausalLm& model, const Tokenizer& tokenizer,
+                                     const std::string& prompt, const GenerateOptions& options) {
+  absl::StatusOr<std::vector<uint32_t>> ids = tokenizer.Encode(prompt.empty() ? "\n" : prompt);
+  if (!ids.ok()) return ids.status();
+  std::vector<int64_t> tokens(ids->begin(), ids->end());
+  for (int64_t t : tokens) {
+    if (t >= model.vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", t, " (", tokenizer.name(),
+                                                     ") is outside model.vocab_size ",
                                                      model.vocab_size()));
     }
-    tokens.push_back(ch);
   }
   absl::StatusOr<std::vector<int64_t>> all = ContinueTokens(model, std::move(tokens), options);
   if (!all.ok()) return all.status();
-  return Printable(*all);
+  return tokenizer.Decode(*all);
+}
+
+absl::StatusOr<std::string> Generate(CausalLm& model, const std::string& prompt,
+                                     const GenerateOptions& options) {
+  return Generate(model, *MakeByteTokenizer(), prompt, options);
 }
 
 }  // namespace zerotrain::trainer

@@ -1,5 +1,5 @@
-// Sampling text from a byte-level model (any CausalLm): the default run ends by printing a short
-// sample.
+// Sampling from a model (any CausalLm), as token ids or as text through a tokenizer: the default
+// run ends by printing a short sample.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/model/causal_lm.h"
 
 namespace zerotrain::trainer {
@@ -19,16 +20,19 @@ struct GenerateOptions {
   uint64_t seed = 1234;      // its own generator: the global RNG is left untouched
 };
 
-// Continues `prompt` (bytes as tokens; an empty prompt starts from "\n") for max_new_tokens
-// sampled tokens, feeding the model at most context_size() tokens of context. Runs without grad and
-// in eval mode (the module's training flag is restored). Returns prompt + continuation with bytes
-// other than printable ASCII, newline and tab replaced by '?'.
 // `tokens` followed by max_new_tokens more, each the model's next token given at most
 // context_size() tokens before it. Runs without grad and in eval mode (the module's training flag
 // is restored).
 absl::StatusOr<std::vector<int64_t>> ContinueTokens(CausalLm& model, std::vector<int64_t> tokens,
                                                     const GenerateOptions& options);
 
+// Continues `prompt` (an empty one starts from "\n") as ContinueTokens does, through `tokenizer`
+// both ways; returns prompt + continuation as the tokenizer decodes them.
+absl::StatusOr<std::string> Generate(CausalLm& model, const Tokenizer& tokenizer,
+                                     const std::string& prompt, const GenerateOptions& options);
+
+// The same with bytes as tokens (a byte-level model); bytes other than printable ASCII, newline
+// and tab come back as '?'.
 absl::StatusOr<std::string> Generate(CausalLm& model, const std::string& prompt,
                                      const GenerateOptions& options);
 
