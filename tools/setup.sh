@@ -11,7 +11,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 TORCH_VERSION="2.11.0"
 DEEPSPEED_VERSION="0.19.8"
-TRANSFORMERS_VERSION="4.57.3"
+TRANSFORMERS_VERSION="4.57.3 0.26.0"  # transformers, torchvision
 APT_PACKAGES=(
   bazel-bootstrap g++ git python3 python3-venv
   libabsl-dev libgoogle-glog-dev libgflags-dev libprotobuf-dev protobuf-compiler
@@ -83,21 +83,21 @@ install_deepspeed_oracle() {
 }
 
 installed_transformers_version() {
-  "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("transformers"))' 2>/dev/null || true
+  "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("transformers"), m.version("torchvision"))' 2>/dev/null || true
 }
 
-# Hugging Face transformers: the model tests' reference for GPT-2 and Llama (tests/hf/), as
-# DeepSpeed is the conformance tests'. Wheels only.
+# Hugging Face transformers and torchvision: the model tests' references for GPT-2, Llama and
+# ResNet (tests/hf/), as DeepSpeed is the conformance tests'. Wheels only.
 install_transformers_oracle() {
   if [ "$(installed_transformers_version)" = "$TRANSFORMERS_VERSION" ]; then
-    say "transformers: $TRANSFORMERS_VERSION already in $VENV (test reference)"
+    say "transformers, torchvision: $TRANSFORMERS_VERSION already in $VENV (test references)"
     return
   fi
-  say "installing transformers $TRANSFORMERS_VERSION into $VENV (the model tests' reference)"
+  say "installing transformers, torchvision $TRANSFORMERS_VERSION into $VENV (the model tests' references)"
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes --only-binary=:all: \
     -r "$ROOT/tools/requirements-models.lock"
   [ "$(installed_transformers_version)" = "$TRANSFORMERS_VERSION" ] ||
-    die "transformers $TRANSFORMERS_VERSION did not install into $VENV"
+    die "transformers, torchvision $TRANSFORMERS_VERSION did not install into $VENV"
 }
 
 # A Debian package's version as tools/versions.txt pins it: no epoch, cut at the first of the
