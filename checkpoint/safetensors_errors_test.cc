@@ -10,6 +10,7 @@
 #include <random>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,14 +18,9 @@ namespace zerotrain::checkpoint {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-}
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using testing::ReadBytes;
+using testing::TempPath;
+using testing::WriteBytes;
 
 std::string LittleEndian64(uint64_t v) {
   std::string bytes;

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <limits>
 
+#include "checkpoint/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,19 +20,9 @@ namespace zerotrain::checkpoint {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-}
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using testing::ReadBytes;
+using testing::TempPath;
+using testing::WriteBytes;
 
 at::Tensor MustRead(const SafetensorsHeader& header, const std::string& name) {
   absl::StatusOr<at::Tensor> t = ReadSafetensorsTensor(header, name);
