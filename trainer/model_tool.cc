@@ -101,8 +101,14 @@ absl::Status Generate(CausalLm& model, const Tokenizer& tokenizer, const ModelTo
 }  // namespace
 
 absl::Status RunModelTool(const TrainerConfig& config, const ModelToolOptions& o) {
+  if (config.model.family == ModelFamily::kResNet) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--generate and --export_hf take a language model (model.name gpt2 or llama), not ",
+        ModelName(config.model)));
+  }
   torch::manual_seed(config.run.seed);
-  ZT_ASSIGN_OR_RETURN(std::shared_ptr<CausalLm> model, MakeModel(config.model));
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<TrainerModel> built, MakeModel(config.model));
+  std::shared_ptr<CausalLm> model = std::dynamic_pointer_cast<CausalLm>(built);
   std::string source = "random initialisation";
   if (!config.run.resume_from.empty()) {
     ZT_RETURN_IF_ERROR(LoadTrainingCheckpoint(config.run.resume_from, *model));

@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "tools/status_macros.h"
+#include "trainer/data/load_dataset.h"
 #include "trainer/data/sampler.h"
-#include "trainer/data/token_dataset.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -121,11 +121,12 @@ absl::Status CheckRunInputs(const TrainerConfig& config, int world_size) {
   }
   ZT_RETURN_IF_ERROR(CheckCheckpointDir(config.run));
   ZT_RETURN_IF_ERROR(CheckResume(config.run));
-  // Reading the tokens here costs little (the embedded corpus is ~440 KB) and catches a missing
-  // file, ids beyond vocab_size or a block_size longer than the data before any rank starts.
-  ZT_ASSIGN_OR_RETURN(TokenDataset data,
-                      LoadTokens(config.data, config.model.vocab_size, config.model.block_size));
-  return DistributedSampler::Create(data.NumTrainWindows(), world_size, 0,
+  // Reading the data here costs little (the embedded corpus is ~440 KB) and catches a missing
+  // file, ids beyond vocab_size, labels beyond num_classes or a block_size longer than the data
+  // before any rank starts.
+  ZT_ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> data,
+                      LoadDataset(config.data, DataShapeOf(config.model)));
+  return DistributedSampler::Create(data->NumTrainWindows(), world_size, 0,
                                     config.batch.micro_batch_size, config.data.seed)
       .status();
 }

@@ -51,7 +51,7 @@ std::string OffloadSummary(const engine::EngineOptions& o) {
 absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig& config,
                                                              comm::ProcessGroup* group,
                                                              const engine::Engine& engine,
-                                                             const TokenDataset& data) {
+                                                             const Dataset& data) {
   std::unique_ptr<RunReport> r(new RunReport(config, group, engine));
   if (group->rank() != 0) return r;
   namespace n = metrics::names;
@@ -69,21 +69,27 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
                                                    /*append=*/!config.run.resume_from.empty()));
   const engine::BatchSizes& b = engine.batch();
   const ModelOptions& m = config.model;
+  const std::string shape =
+      m.family == ModelFamily::kResNet
+          ? absl::StrCat("ResNet-", m.depth, " ",
+                         absl::StrFormat("%.2f", ModelParameterCount(m) / 1e6), "M parameters (",
+                         m.num_classes, " classes)")
+          : absl::StrCat(m.family == ModelFamily::kLlama ? "Llama" : "GPT", " ",
+                         absl::StrFormat("%.2f", ModelParameterCount(m) / 1e6), "M parameters (",
+                         m.n_layer, " layers, ", m.n_head, " heads, d_model ", m.n_embd,
+                         ", context ", m.block_size, ")");
   std::printf(
-      "zerotrain: %s %.2fM parameters (%lld layers, %lld heads, d_model %lld, context %lld), "
-      "%d ranks (%s), ZeRO stage %d, %s\n"
+      "zerotrain: %s, %d ranks (%s), ZeRO stage %d, %s\n"
       "zerotrain: batch %lld = micro %lld x accumulation %lld x %d ranks; %lld steps; data: %s "
-      "(%lld train / %lld eval tokens)\n"
+      "(%lld train / %lld eval %s)\n"
       "zerotrain: device %s | offload: %s\n",
-      m.family == ModelFamily::kLlama ? "Llama" : "GPT", ModelParameterCount(m) / 1e6,
-      static_cast<long long>(m.n_layer), static_cast<long long>(m.n_head),
-      static_cast<long long>(m.n_embd), static_cast<long long>(m.block_size), group->world_size(),
-      DistBackendName(config.run.dist_backend), config.engine.stage,
-      engine::PrecisionName(config.engine.precision), static_cast<long long>(b.train_batch_size),
-      static_cast<long long>(b.micro_batch_size),
+      shape.c_str(), group->world_size(), DistBackendName(config.run.dist_backend),
+      config.engine.stage, engine::PrecisionName(config.engine.precision),
+      static_cast<long long>(b.train_batch_size), static_cast<long long>(b.micro_batch_size),
       static_cast<long long>(b.gradient_accumulation_steps), group->world_size(),
       static_cast<long long>(config.run.steps), data.source().c_str(),
       static_cast<long long>(data.train_tokens()), static_cast<long long>(data.eval_tokens()),
+      data.unit(),
       r->on_cuda() ? absl::StrCat("cuda (rank 0 on ", config.engine.device.str(), ")").c_str()
                    : "cpu",
       OffloadSummary(config.engine).c_str());
@@ -182,7 +188,7 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
       {metrics::names::kLossScale, engine_.loss_scale()},
       {metrics::names::kGradNorm, engine_.last_grad_norm()},
       {metrics::names::kSamplesPerSec, samples / seconds},
-      {metrics::names::kTokensPerSec, samples * config_.model.block_size / seconds},
+      {metrics::names::kTokensPerSec, samples * TokensPerSample(config_.model) / seconds},
       {metrics::names::kMsPerStep, 1e3 * seconds},
       {metrics::names::kForwardMs, 1e3 * t.forward},
       {metrics::names::kBackwardMs, 1e3 * t.backward},
@@ -219,7 +225,8 @@ void RunReport::PrintProgress(int64_t step, double loss, double seconds,
       "rss %.0f MiB (peak %.0f)",
       static_cast<int>(std::to_string(config_.run.steps).size()), static_cast<long long>(step),
       static_cast<long long>(config_.run.steps), loss, engine_.lr(), samples,
-      samples * config_.model.block_size, 1e3 * seconds, memory.rss / kMiB, memory.peak_rss / kMiB);
+      samples * TokensPerSample(config_.model), 1e3 * seconds, memory.rss / kMiB,
+      memory.peak_rss / kMiB);
   if (on_cuda()) {
     absl::StrAppendFormat(&line, " | cuda peak %.0f MiB allocated, %.0f MiB reserved",
                           memory.device_peak_allocated / kMiB, memory.device_peak_reserved / kMiB);
@@ -275,7 +282,7 @@ absl::Status RunReport::Resumed(const std::string& dir, int64_t step, const Data
   return sink_->DropRowsAfter(step);
 }
 
-absl::Status RunReport::Finish(CausalLm& model, bool memory_summary) {
+absl::Status RunReport::Finish(TrainerModel& model, bool memory_summary) {
   ZT_RETURN_IF_ERROR(MaxMemory().status());  // the peaks, up to now
   std::vector<std::pair<double, double>> device_peaks;
   if (on_cuda()) {
@@ -318,7 +325,7 @@ absl::Status RunReport::Finish(CausalLm& model, bool memory_summary) {
       first_eval_loss_ < 0
           ? "no eval split (data.eval_fraction = 0)"
           : absl::StrFormat("eval loss %.4f -> %.4f", first_eval_loss_, last_eval_loss_).c_str(),
-      per_rank, per_rank * config_.model.block_size, peak_.peak_rss / kMiB,
+      per_rank, per_rank * TokensPerSample(config_.model), peak_.peak_rss / kMiB,
       engine_.model_state_bytes().total() / kMiB);
   std::printf("         offload: %s\n", OffloadSummary(config_.engine).c_str());
   // What moving data between tiers cost this rank over the whole run (checkpoint saves included):
@@ -376,7 +383,10 @@ absl::Status RunReport::Finish(CausalLm& model, bool memory_summary) {
                 last_checkpoint_.substr(0, last_checkpoint_.rfind('/')).c_str(),
                 last_checkpoint_.substr(last_checkpoint_.rfind('/') + 1).c_str());
   }
-  if (config_.run.sample_tokens > 0 && config_.data.source == DataSource::kTokens) {
+  auto* lm = dynamic_cast<CausalLm*>(&model);
+  if (config_.run.sample_tokens > 0 && lm == nullptr) {
+    std::printf("         sample: none (not a language model)\n");
+  } else if (config_.run.sample_tokens > 0 && config_.data.source == DataSource::kTokens) {
     std::printf("         sample: none (a token file's ids are not bytes to print)\n");
   } else if (config_.run.sample_tokens > 0) {
     GenerateOptions g;
@@ -384,7 +394,7 @@ absl::Status RunReport::Finish(CausalLm& model, bool memory_summary) {
     g.seed = config_.run.seed;
     ZT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
                         LoadTokenizer(config_.data.tokenizer));
-    ZT_ASSIGN_OR_RETURN(const std::string text, Generate(model, *tokenizer, "The ", g));
+    ZT_ASSIGN_OR_RETURN(const std::string text, Generate(*lm, *tokenizer, "The ", g));
     std::printf("\nsample (%lld tokens, temperature %.1f, top-k %lld):\n%s\n",
                 static_cast<long long>(g.max_new_tokens), g.temperature,
                 static_cast<long long>(g.top_k), text.c_str());

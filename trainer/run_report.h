@@ -16,7 +16,7 @@
 #include "engine/engine.h"
 #include "trainer/config/config_validate.h"
 #include "trainer/data/data_position.h"
-#include "trainer/data/token_dataset.h"
+#include "trainer/data/dataset.h"
 #include "trainer/metrics/metrics_sink.h"
 #include "trainer/model/causal_lm.h"
 
@@ -33,7 +33,7 @@ class RunReport {
   static absl::StatusOr<std::unique_ptr<RunReport>> Create(const TrainerConfig& config,
                                                            comm::ProcessGroup* group,
                                                            const engine::Engine& engine,
-                                                           const TokenDataset& data);
+                                                           const Dataset& data);
   void Start();
   // After optimizer step `step` (1-based): `loss` is the mean over ranks, `seconds` its wall time.
   absl::Status Step(int64_t step, double loss, double seconds);
@@ -45,7 +45,7 @@ class RunReport {
   // are the saving run's, as a straight run's would be.
   absl::Status Resumed(const std::string& dir, int64_t step, const DataPosition& data);
   // The summary, each rank's memory when asked, and a sample of generated text.
-  absl::Status Finish(CausalLm& model, bool memory_summary);
+  absl::Status Finish(TrainerModel& model, bool memory_summary);
   const std::string& last_checkpoint() const { return last_checkpoint_; }  // "" = none saved
 
  private:

@@ -16,8 +16,8 @@
 #include "partition/sharded_init.h"
 #include "tools/status_macros.h"
 #include "trainer/data/data_position.h"
+#include "trainer/data/load_dataset.h"
 #include "trainer/data/sampler.h"
-#include "trainer/data/token_dataset.h"
 #include "trainer/model/gpt.h"
 #include "trainer/model/hf_weights.h"
 #include "trainer/model/model.h"
@@ -38,9 +38,9 @@ struct Trainer {
   const TrainerConfig& config;
   comm::ProcessGroup* group;
   std::unique_ptr<partition::ShardedInit> sharded_init;  // stage 3; outlives the engine
-  std::shared_ptr<CausalLm> model;
+  std::shared_ptr<TrainerModel> model;
   std::unique_ptr<engine::Engine> engine;
-  std::optional<TokenDataset> data;
+  std::unique_ptr<Dataset> data;
   std::optional<DistributedSampler> sampler;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<RunReport> report;
@@ -70,8 +70,7 @@ absl::Status Setup(Trainer& t) {
   // The same seed everywhere; the engine also starts every rank from rank 0's parameters.
   torch::manual_seed(c.run.seed);
   // The data first: it is cheap, and a bad file or size should not wait for the model.
-  ZT_ASSIGN_OR_RETURN(auto data, LoadTokens(c.data, c.model.vocab_size, c.model.block_size));
-  t.data.emplace(std::move(data));
+  ZT_ASSIGN_OR_RETURN(t.data, LoadDataset(c.data, DataShapeOf(c.model)));
   engine::EngineOptions engine_options = c.engine;
   std::unique_ptr<HfWeightsReader> weights;
   if (!c.model.init_from.empty()) {

@@ -76,7 +76,7 @@ absl::Status WriteInitialWeights(const trainer::TrainerConfig& config, const std
     // hook that keeps everything gives the same values in full.
     after_submodule = [](const std::string&, torch::nn::Module&) {};
   }
-  ZT_ASSIGN_OR_RETURN(const std::shared_ptr<trainer::CausalLm> model,
+  ZT_ASSIGN_OR_RETURN(const std::shared_ptr<trainer::TrainerModel> model,
                       trainer::MakeModel(config.model, after_submodule));
   ZT_ASSIGN_OR_RETURN(auto writer, checkpoint::StateDictWriter::Open(path));
   for (const auto& item : model->named_parameters()) {

@@ -45,7 +45,7 @@ std::shared_ptr<CausalLm> Load(const std::string& path, ModelOptions* options) {
   if (!loaded.ok()) return nullptr;
   EXPECT_GT(loaded->tensors, 0);
   (*model)->eval();
-  return *model;
+  return std::dynamic_pointer_cast<CausalLm>(*model);
 }
 
 void ExpectSameLogits(CausalLm& model, const at::Tensor& tokens, const at::Tensor& want) {

@@ -14,6 +14,7 @@
 #include "trainer/config/config.pb.h"
 #include "trainer/config/config_schedule.h"
 #include "trainer/data/data_options.h"
+#include "trainer/data/load_dataset.h"
 #include "trainer/metrics/metrics_options.h"
 #include "trainer/model/model.h"
 
@@ -72,6 +73,11 @@ struct TrainerConfig {
   // The input with every default and derived value written in: PrintConfig(effective).
   TrainerConfigProto effective;
 };
+
+// What the run's data must fit: ids and windows of the language model, or the classifier's labels.
+inline DatasetShape DataShapeOf(const ModelOptions& m) {
+  return {m.vocab_size, m.block_size, m.num_classes};
+}
 
 absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, int world_size,
                                              std::vector<std::string>* warnings);

@@ -191,7 +191,12 @@ absl::Status ApplyModelFields(const ModelConfig& m, bool ckpt, ModelOptions* o) 
 }
 
 void SetEffectiveModel(const ModelOptions& o, ModelConfig* e) {
-  e->set_name(ModelFamilyName(o.family));
+  e->set_name(ModelName(o));
+  if (o.family == ModelFamily::kResNet) {
+    e->set_num_classes(o.num_classes);
+    e->set_checkpoint_every(o.checkpoint_every);
+    return;
+  }
   e->set_vocab_size(o.vocab_size);
   e->set_block_size(o.block_size);
   e->set_n_layer(o.n_layer);
@@ -235,9 +240,12 @@ absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
       family = ModelFamily::kGpt2;
     } else if (name == "llama") {
       family = ModelFamily::kLlama;
+    } else if (name == "resnet18" || name == "resnet50") {
+      family = ModelFamily::kResNet;
+      g.depth = name == "resnet18" ? 18 : 50;
     } else {
       return Invalid("model.name", absl::StrCat("\"", m.name(), "\""),
-                     "unknown model (known: gpt, gpt2, llama)");
+                     "unknown model (known: gpt, gpt2, llama, resnet18, resnet50)");
     }
     if (from_checkpoint && family != g.family) {
       return Invalid("model.name", absl::StrCat("\"", m.name(), "\""),
@@ -246,10 +254,29 @@ absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
     }
     g.family = family;
   }
+  if (g.family == ModelFamily::kResNet) {
+    for (const auto& [field, given] :
+         std::vector<std::pair<const char*, bool>>{{"vocab_size", m.has_vocab_size()},
+                                                   {"block_size", m.has_block_size()},
+                                                   {"n_layer", m.has_n_layer()},
+                                                   {"n_head", m.has_n_head()},
+                                                   {"n_embd", m.has_n_embd()}}) {
+      if (given) {
+        return Invalid(absl::StrCat("model.", field), "(set)",
+                       absl::StrCat("does not apply to model.name \"", m.name(), "\""));
+      }
+    }
+    if (m.has_num_classes()) g.num_classes = m.num_classes();
+  } else if (m.has_num_classes()) {
+    return Invalid("model.num_classes", m.num_classes(),
+                   "applies to the image classifiers (resnet18, resnet50) only");
+  }
   ZT_RETURN_IF_ERROR(ApplyModelFields(m, from_checkpoint, &g));
   const ActivationCheckpointingConfig& ac = c.activation_checkpointing();
   WarnModelParallelKeys(ac, warnings);
-  absl::StatusOr<int64_t> every = CheckpointEvery(c, g.n_layer, warnings);
+  // A ResNet's checkpointable units are its residual blocks (8 in ResNet-18, 16 in ResNet-50).
+  const int64_t units = g.family == ModelFamily::kResNet ? (g.depth == 50 ? 16 : 8) : g.n_layer;
+  absl::StatusOr<int64_t> every = CheckpointEvery(c, units, warnings);
   if (!every.ok()) return every.status();
   g.checkpoint_every = *every;
   g.cpu_checkpointing = ac.cpu_checkpointing();
@@ -271,6 +298,7 @@ absl::Status CheckDataFiles(const std::string& source, const std::string& path) 
     return absl::NotFoundError(std::string("cannot read: ") + std::strerror(errno));
   }
   ZT_ASSIGN_OR_RETURN(const std::vector<std::string> files, ExpandTokenFiles(path));
+  if (source == "images") return absl::OkStatus();  // sizes and labels: LoadImages
   for (const std::string& file : files) {
     if (absl::StatusOr<TokenFileInfo> info = InspectTokenFile(file); !info.ok()) {
       return info.status();
@@ -285,8 +313,10 @@ absl::Status DataFromConfig(const TrainerConfigProto& c, DataOptions* data,
   const std::string source = absl::AsciiStrToLower(d.source());
   if (source == "embedded") {
     data->source = DataSource::kEmbedded;
-  } else if (source == "text" || source == "tokens") {
-    data->source = source == "text" ? DataSource::kText : DataSource::kTokens;
+  } else if (source == "text" || source == "tokens" || source == "images") {
+    data->source = source == "text"     ? DataSource::kText
+                   : source == "tokens" ? DataSource::kTokens
+                                        : DataSource::kImages;
     if (d.path().empty())
       return Invalid("data.path", "\"\"", "data.source " + source + " needs a file");
     if (absl::Status s = CheckDataFiles(source, d.path()); !s.ok()) {
@@ -294,7 +324,8 @@ absl::Status DataFromConfig(const TrainerConfigProto& c, DataOptions* data,
     }
     data->path = d.path();
   } else {
-    return Invalid("data.source", "\"" + d.source() + "\"", "expected embedded, text or tokens");
+    return Invalid("data.source", "\"" + d.source() + "\"",
+                   "expected embedded, text, tokens or images");
   }
   if (!d.tokenizer().empty()) {
     if (data->source != DataSource::kText) {

@@ -76,7 +76,7 @@ std::vector<int64_t> DistributedSampler::NextWindows() {
   return windows;
 }
 
-Batch DistributedSampler::NextBatch(const TokenDataset& dataset) {
+Batch DistributedSampler::NextBatch(const Dataset& dataset) {
   return dataset.TrainBatch(NextWindows());
 }
 
@@ -90,7 +90,7 @@ absl::Status DistributedSampler::Seek(const DataPosition& position) {
   return absl::OkStatus();
 }
 
-EvalBatches::EvalBatches(const TokenDataset& dataset, int world_size, int rank, int64_t micro_batch,
+EvalBatches::EvalBatches(const Dataset& dataset, int world_size, int rank, int64_t micro_batch,
                          int64_t max_batches)
     : dataset_(dataset), world_size_(world_size), rank_(rank), micro_batch_(micro_batch) {
   const int64_t windows = dataset.NumEvalWindows();

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "trainer/data/data_position.h"
-#include "trainer/data/token_dataset.h"
+#include "trainer/data/dataset.h"
 
 namespace zerotrain::trainer {
 
@@ -28,7 +28,7 @@ class DistributedSampler {
   // samples.
   std::vector<int64_t> NextWindows();
   // The same, gathered from the dataset's training split.
-  Batch NextBatch(const TokenDataset& dataset);
+  Batch NextBatch(const Dataset& dataset);
 
   // Samples consumed by all ranks together (equal on every rank): store it in a checkpoint and
   // Seek() to it, with any world size or micro-batch, to continue with the next unseen samples.
@@ -64,7 +64,7 @@ class DistributedSampler {
 // split may hold fewer than micro_batch windows.
 class EvalBatches {
  public:
-  EvalBatches(const TokenDataset& dataset, int world_size, int rank, int64_t micro_batch,
+  EvalBatches(const Dataset& dataset, int world_size, int rank, int64_t micro_batch,
               int64_t max_batches);
   // False when this rank's share is done; Reset() starts over.
   bool Next(Batch* batch);
@@ -72,7 +72,7 @@ class EvalBatches {
   int64_t batches_per_rank() const { return per_rank_; }
 
  private:
-  const TokenDataset& dataset_;
+  const Dataset& dataset_;
   int world_size_, rank_;
   int64_t micro_batch_, total_batches_, per_rank_, next_ = 0;
 };

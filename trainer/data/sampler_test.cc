@@ -8,6 +8,8 @@
 
 #include <set>
 
+#include "trainer/data/token_dataset.h"
+
 namespace zerotrain::trainer {
 namespace {
 

@@ -89,6 +89,8 @@ absl::StatusOr<std::vector<uint32_t>> ReadStream(const DataOptions& options, int
       ZT_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandTokenFiles(options.path));
       return ReadTokenFiles(files, vocab_size);
     }
+    case DataSource::kImages:
+      return absl::InvalidArgumentError("data.source \"images\" holds no tokens (LoadImages)");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("data.source has unknown value ", static_cast<int>(options.source)));

@@ -12,30 +12,29 @@
 
 #include "absl/status/statusor.h"
 #include "trainer/data/data_options.h"
+#include "trainer/data/dataset.h"
 
 namespace zerotrain::trainer {
 
-// Inputs x and next-token targets y, both int64 [B, T].
-struct Batch {
-  at::Tensor x, y;
-};
-
-class TokenDataset {
+class TokenDataset : public Dataset {
  public:
   TokenDataset(std::vector<uint32_t> tokens, int64_t train_tokens, int64_t block_size,
                std::string source);
 
   // Window w of a split covers tokens [w*T, w*T + T] of that split: x is the first T, y the
   // last T. Every window lies inside its split, so no target crosses from train into eval.
-  int64_t NumTrainWindows() const;
-  int64_t NumEvalWindows() const;
-  Batch TrainBatch(const std::vector<int64_t>& windows) const;
-  Batch EvalBatch(const std::vector<int64_t>& windows) const;
+  int64_t NumTrainWindows() const override;
+  int64_t NumEvalWindows() const override;
+  Batch TrainBatch(const std::vector<int64_t>& windows) const override;
+  Batch EvalBatch(const std::vector<int64_t>& windows) const override;
 
-  int64_t train_tokens() const { return train_tokens_; }
-  int64_t eval_tokens() const { return static_cast<int64_t>(tokens_.size()) - train_tokens_; }
+  int64_t train_tokens() const override { return train_tokens_; }
+  int64_t eval_tokens() const override {
+    return static_cast<int64_t>(tokens_.size()) - train_tokens_;
+  }
   int64_t block_size() const { return block_size_; }
-  const std::string& source() const { return source_; }  // "embedded corpus" or the file path
+  // "embedded corpus" or the file path
+  const std::string& source() const override { return source_; }
 
  private:
   Batch Gather(int64_t split_begin, int64_t split_tokens,

@@ -13,16 +13,20 @@
 #include "trainer/model/causal_lm.h"
 #include "trainer/model/gpt.h"
 #include "trainer/model/llama.h"
+#include "trainer/model/resnet.h"
 
 namespace zerotrain::trainer {
 
 enum class ModelFamily {
-  kGpt2,   // Gpt (gpt.h): learned positions, LayerNorm, GELU MLP, tied output
-  kLlama,  // Llama (llama.h): rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention
+  kGpt2,    // Gpt (gpt.h): learned positions, LayerNorm, GELU MLP, tied output
+  kLlama,   // Llama (llama.h): rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention
+  kResNet,  // ResNet (resnet.h): an image classifier, ResNet-18 or ResNet-50
 };
 
-// "gpt2" or "llama", as model.name takes them.
+// "gpt2", "llama" or "resnet18"/"resnet50" (depth from options), as model.name takes them.
 const char* ModelFamilyName(ModelFamily family);
+struct ModelOptions;
+std::string ModelName(const ModelOptions& options);
 
 struct ModelOptions {
   ModelFamily family = ModelFamily::kGpt2;
@@ -44,12 +48,16 @@ struct ModelOptions {
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = false;
+  // ResNet only: 18 or 50, and the classes (vocab_size and block_size do not apply).
+  int64_t depth = 18;
+  int64_t num_classes = 10;
   // A Hugging Face checkpoint (directory or file) whose weights replace the initial ones; ""
   // = random initialisation (hf_weights.h).
   std::string init_from;
 };
 
 GptOptions ToGptOptions(const ModelOptions& options);
+ResNetOptions ToResNetOptions(const ModelOptions& options);
 LlamaOptions ToLlamaOptions(const ModelOptions& options);
 
 // The family's own checks, naming the field (model.<field>) and value; fields of the other
@@ -61,9 +69,14 @@ absl::Status ValidateModelOptions(const ModelOptions& options);
 int64_t ModelParameterCount(const ModelOptions& options);
 int64_t LargestLayerParameterCount(const ModelOptions& options);
 
-// Validates and builds the family's module; after_submodule as GptOptions describes it (ZeRO
-// stage 3's partitioned construction). LibTorch errors become a Status.
-absl::StatusOr<std::shared_ptr<CausalLm>> MakeModel(const ModelOptions& options,
-                                                    const SubmoduleHook& after_submodule = nullptr);
+// The tokens one training sample carries (block_size for the language models, 1 image for a
+// classifier): what tokens-per-second counts.
+int64_t TokensPerSample(const ModelOptions& options);
+
+// Validates and builds the family's module (a CausalLm for the language models); after_submodule as
+// GptOptions describes it (ZeRO stage 3's partitioned construction). LibTorch errors become a
+// Status.
+absl::StatusOr<std::shared_ptr<TrainerModel>> MakeModel(
+    const ModelOptions& options, const SubmoduleHook& after_submodule = nullptr);
 
 }  // namespace zerotrain::trainer

@@ -2,8 +2,8 @@
 // it, with torchvision's parameter and buffer names, so its state dicts load name for name. Built
 // from standard torch::nn modules (Conv2d, BatchNorm2d, Linear) so the engine shards it like any
 // user model; residual blocks can be recomputed during backward (recompute/).
-//
-// Not yet a //trainer:main model: the trainer has no image data source or classification loop.
+// //trainer:main trains it on CIFAR-10's binary records (model.name "resnet18"/"resnet50",
+// data.source "images").
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -33,14 +33,14 @@ absl::Status ValidateResNetOptions(const ResNetOptions& options);
 // Trainable parameters: conv and linear weights, BatchNorm's weight and bias, fc's bias.
 int64_t ResNetParameterCount(const ResNetOptions& options);
 
-class ResNet : public torch::nn::Module {
+class ResNet : public TrainerModel {
  public:
   explicit ResNet(const ResNetOptions& options);  // throws c10::Error on invalid options
 
   // Images [B, 3, H, W] (any H, W >= 32: the stem and three strided stages divide by 32, then a
   // global average) -> class logits [B, num_classes]. BatchNorm uses the batch's statistics and
   // updates its running ones in training mode, and the running ones in eval mode.
-  at::Tensor forward(const at::Tensor& images);
+  at::Tensor forward(const at::Tensor& images) override;
 
   const ResNetOptions& options() const { return options_; }
 
