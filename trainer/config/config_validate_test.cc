@@ -414,7 +414,14 @@ TEST(ConfigValidate, DeviceAndBackendSpellings) {
 
 TEST(ConfigValidate, BadValuesNameFieldAndValue) {
   EXPECT_THAT(Error(R"(model { name: "bert" })"),
-              HasSubstr("model.name = \"bert\": unknown model (known: gpt, gpt2, llama)"));
+              HasSubstr("model.name = \"bert\": unknown model (known: gpt, gpt2, llama, "
+                        "resnet18, resnet50)"));
+  EXPECT_THAT(Error(R"(model { name: "resnet18" })"),
+              HasSubstr("model.name \"resnet18\" trains on data.source \"images\""));
+  EXPECT_THAT(Error(R"(model { name: "gpt" num_classes: 10 })"),
+              HasSubstr("model.num_classes = 10: applies to the image classifiers"));
+  EXPECT_THAT(Error(R"(model { name: "resnet50" n_layer: 3 })"),
+              HasSubstr("model.n_layer = (set): does not apply to model.name \"resnet50\""));
   EXPECT_THAT(Error(R"(model { name: "llama" dropout: 0.1 })"),
               HasSubstr("model.dropout does not apply to model.name \"llama\""));
   EXPECT_THAT(Error(R"(model { name: "gpt" n_kv_head: 2 })"),
