@@ -1,8 +1,8 @@
-// ResNet-18 through the Engine on 2 ranks at ZeRO stages 1 and 3, its residual blocks recomputed
+// ResNet-18 through the Engine on 2 ranks at every ZeRO stage (0-3), its residual blocks recomputed
 // in backward, conv1 frozen: after 3 SGD steps every parameter equals a plain single-process
 // LibTorch loop's that runs both ranks' micro-batches (each a BatchNorm batch of its own, as on
 // the ranks) and averages their gradients; the frozen weights never move. Mixed parameter shapes
-// (4-d convolutions, 1-d BatchNorm, 2-d fc) and BatchNorm buffers ride along at every stage.
+// (4-d convolutions, 1-d BatchNorm, 2-d fc) and BatchNorm buffers ride along.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -120,7 +120,11 @@ void ExpectLikeTheReference(int stage) {
   }
 }
 
+TEST(ResNetEngineTest, Stage0WithRecomputationMatchesThePlainLoop) { ExpectLikeTheReference(0); }
+
 TEST(ResNetEngineTest, Stage1WithRecomputationMatchesThePlainLoop) { ExpectLikeTheReference(1); }
+
+TEST(ResNetEngineTest, Stage2WithRecomputationMatchesThePlainLoop) { ExpectLikeTheReference(2); }
 
 TEST(ResNetEngineTest, Stage3WithRecomputationMatchesThePlainLoop) { ExpectLikeTheReference(3); }
 
