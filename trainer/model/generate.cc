@@ -80,14 +80,8 @@ absl::StatusOr<std::string> Generate(CausalLm& model, const Tokenizer& tokenizer
                                      const std::string& prompt, const GenerateOptions& options) {
   absl::StatusOr<std::vector<uint32_t>> ids = tokenizer.Encode(prompt.empty() ? "\n" : prompt);
   if (!ids.ok()) return ids.status();
+  // ContinueTokens checks the ids against the model's vocabulary.
   std::vector<int64_t> tokens(ids->begin(), ids->end());
-  for (int64_t t : tokens) {
-    if (t >= model.vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt token ", t, " (", tokenizer.name(),
-                                                     ") is outside model.vocab_size ",
-                                                     model.vocab_size()));
-    }
-  }
   absl::StatusOr<std::vector<int64_t>> all = ContinueTokens(model, std::move(tokens), options);
   if (!all.ok()) return all.status();
   return tokenizer.Decode(*all);

@@ -115,6 +115,7 @@ HfTensorName MapHfTensorName(const ModelOptions& options, const std::string& hf_
 
 struct HfWeightsReader::Source {
   std::string hf_name;
+  std::string ours;
   bool transposed = false;
   SourceTensor tensor;
 };
@@ -137,6 +138,7 @@ absl::StatusOr<std::unique_ptr<HfWeightsReader>> HfWeightsReader::Open(
     if (n.ignored) continue;
     auto source = std::make_shared<Source>();
     source->hf_name = hf_name;
+    source->ours = n.ours;
     source->transposed = n.transposed;
     source->tensor = std::move(tensor);
     if (!r->by_ours_.emplace(n.ours, std::move(source)).second) r->unmapped_.push_back(hf_name);
@@ -182,7 +184,7 @@ absl::Status HfWeightsReader::Load(const std::string& prefix, torch::nn::Module&
                                                    " model: ", absl::StrJoin(parts, "; ")));
   }
   for (const auto& [source, param] : plan) {
-    taken_[MapHfTensorName(options_, source->hf_name).ours] = true;
+    taken_[source->ours] = true;
   }
   if (!copy) return absl::OkStatus();
   try {
