@@ -16,9 +16,11 @@
 #include "absl/strings/str_join.h"
 #include "engine/flat_store.h"
 #include "engine/sharded_store.h"
+#include "engine/step_staging.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
 #include "offload/swap_space.h"
+#include "offload/transfer_stream.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -71,26 +73,16 @@ absl::Status CheckStageOptions(const EngineOptions& o, const std::string& where)
                                                    OffloadDeviceName(o.offload_param.device),
                                                    " needs ZeRO stage 3 (stage is ", o.stage, ")"));
   }
-  // What part 1 of GPU training covers (docs/ENGINE.md): stages 0-2 with the state on the device.
   if (!o.device.is_cpu() && !o.device.is_cuda()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "device ", o.device.str(), " (the engine runs on cpu or cuda)"));
   }
-  if (o.device.is_cuda() && o.stage == 3) {
-    return absl::UnimplementedError(absl::StrCat(where, "ZeRO stage 3 on ", o.device.str(),
-                                                 " is not supported yet; use stage 0-2 there"));
-  }
-  if (o.device.is_cuda() && o.offload_optimizer.device != OffloadDevice::kNone) {
-    return absl::UnimplementedError(absl::StrCat(where, "offload_optimizer ",
-                                                 OffloadDeviceName(o.offload_optimizer.device),
-                                                 " from ", o.device.str(),
-                                                 " is not supported yet; keep the optimizer states "
-                                                 "on the device (offload_optimizer none)"));
-  }
-  if (o.device.is_cuda() && o.optimizer != OptimizerKind::kAdam && !o.optimizer_factory) {
-    return absl::UnimplementedError(absl::StrCat(where, OptimizerKindName(o.optimizer),
-                                                 " has no CUDA kernel; use Adam/AdamW on ",
-                                                 o.device.str()));
+  // Offloaded optimizer states are stepped by the host kernels, whatever the model's device.
+  if (o.device.is_cuda() && o.offload_optimizer.device == OffloadDevice::kNone &&
+      o.optimizer != OptimizerKind::kAdam && !o.optimizer_factory) {
+    return absl::UnimplementedError(absl::StrCat(
+        where, OptimizerKindName(o.optimizer), " has no CUDA kernel; use Adam/AdamW on ",
+        o.device.str(), ", or offload_optimizer cpu/nvme (its host kernel steps there)"));
   }
   if (o.keep_last_checkpoints < 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, "keep_last_checkpoints is ",
@@ -201,6 +193,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   ro.stage = std::min(options.stage, 2);  // stage 3 reduces gradients as stage 2 does
   ro.overlap_comm = options.overlap_comm;
   ro.reduce_scatter = options.reduce_scatter;
+  // With offload_optimizer from a GPU, a bucket's gradients start for host memory as soon as they
+  // are final, while backward still runs (nothing moves where they share the state's device).
+  ro.on_owned_final = [raw = e.get()](const partition::GradSegment& g) {
+    raw->staging_->StartIn(g.grads);
+  };
   ZT_ASSIGN_OR_RETURN(e->reducer_,
                       partition::GradientReducer::Create(group, &e->flat_params(), ro));
   e->optimizer_ = MakeShardOptimizer(options);
@@ -311,6 +308,8 @@ absl::Status Engine::Backward(const at::Tensor& loss) {
     return absl::FailedPreconditionError(
         absl::StrCat(where, "Backward called twice; call Step() after every Backward()"));
   }
+  // Gradient copies a skipped or failed step started are dropped before new ones start.
+  if (absl::Status reset = staging_->Reset(); !reset.ok()) return WithPrefix(reset, where);
   reducer_->BeginBackward(at_accumulation_boundary());
   store_->BeginBackward();
   try {

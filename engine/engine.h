@@ -46,11 +46,14 @@ namespace zerotrain::offload {
 class PinnedHostPool;
 class SubGroupStore;
 class SwapSpace;
+class TransferStream;
 }  // namespace zerotrain::offload
 
 namespace zerotrain::engine {
 
 // What Step learns of the gradients before the optimizer runs.
+class StepStaging;
+
 struct GradStats {
   bool overflow = false;      // some rank's gradients hold inf/NaN (fp16: skip the step)
   double sum_of_squares = 0;  // of the global gradient, when clipping
@@ -204,6 +207,8 @@ class Engine {
   absl::StatusOr<GradStats> AgreeGradStats(const std::vector<partition::GradSegment>& grads);
   // The optimizer half of Step(), at the accumulation boundary; LibTorch may throw inside.
   absl::Status StepAtBoundary();
+  // The gradients and outputs staged where the state lives, the optimizer, the outputs back.
+  absl::Status StageAndStep(const std::vector<partition::GradSegment>& grads, double grad_scale);
   absl::Status AgreeAllOk(const absl::Status& local, const std::string& where) {
     return engine::AgreeAllOk(group_, local, where);
   }
@@ -224,8 +229,10 @@ class Engine {
   torch::nn::Module* module_ = nullptr;
   // Before the parameters and the store, which hold blocks and regions of them.
   std::unique_ptr<offload::PinnedHostPool> host_pool_;
-  std::unique_ptr<offload::SwapSpace> swap_;          // offload_optimizer nvme
-  std::unique_ptr<offload::SwapSpace> param_swap_;    // offload_param nvme
+  std::unique_ptr<offload::SwapSpace> swap_;        // offload_optimizer nvme
+  std::unique_ptr<offload::SwapSpace> param_swap_;  // offload_param nvme
+  // Copies between host memory and the model's device beside compute (the CPU's: at once).
+  std::unique_ptr<offload::TransferStream> transfer_;
   std::unique_ptr<ParamStore> store_;                 // FlatStore or ShardedStore
   std::unordered_map<const void*, int> param_index_;  // TensorImpl -> parameter
   std::unique_ptr<partition::GradientReducer> reducer_;
@@ -235,6 +242,8 @@ class Engine {
   std::unique_ptr<offload::SubGroupStore> state_;
   std::vector<at::Tensor> resident_state_;  // without offload: the arrays state_ cuts up
   at::Device state_device_ = at::Device(at::kCPU);
+  // The gradients and new parameters between the model's device and state_device_.
+  std::unique_ptr<StepStaging> staging_;
   int64_t master_numel_ = 0;
   // The store's copy is one fp32 tensor laid out as the master, and nothing is offloaded: the
   // master is the model's own parameters.

@@ -6,10 +6,6 @@
 // that dies becomes an error within the timeout; and each stage's peak device memory is below the
 // stage before; the step's phase times come from CUDA events. Every test skips, saying why, where
 // no CUDA device is visible.
-#include <ATen/detail/CUDAHooksInterface.h>
-#include <c10/core/CachingDeviceAllocator.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -20,6 +16,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda_testing.h"
 #include "engine/engine.h"
 #include "engine/test_models.h"
 #include "gtest/gtest.h"
@@ -29,20 +26,12 @@
 namespace zerotrain::engine {
 namespace {
 
+using testing::Join;
 using testing::ModelKind;
+using testing::RankDevice;
+using testing::Wire;
 using zerotrain::testing::FormatOutcomes;
 using zerotrain::testing::SpawnRanks;
-
-int CudaDevices() { return torch::cuda::is_available() ? torch::cuda::device_count() : 0; }
-
-#define ZT_SKIP_WITHOUT_GPUS(n)                                                         \
-  if (CudaDevices() < (n))                                                              \
-  GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << CudaDevices()               \
-               << " visible (a CPU machine, or a binary built without --config=cuda); " \
-                  "tools/gpu_check.sh runs it on a GPU machine"
-
-// How the ranks of a case reach each other: one GPU each over NCCL, or all on cuda:0 over Gloo.
-enum class Wire { kNccl, kGlooOneGpu };
 
 struct Case {
   int stage;
@@ -58,20 +47,6 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return absl::StrCat("stage", c.stage, "_w", c.world,
                       c.wire == Wire::kNccl ? "_nccl" : "_gloo_one_gpu", "_",
                       testing::ModelName(c.model), "_gas", c.gas, c.clip > 0 ? "_clip" : "");
-}
-
-// This rank's device, made current (the NCCL communicator binds to the current device).
-torch::Device RankDevice(Wire wire, int rank) {
-  const torch::Device d(torch::kCUDA, wire == Wire::kNccl ? rank : 0);
-  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(d);
-  return d;
-}
-
-absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> Join(Wire wire) {
-  comm::GroupOptions g;
-  g.backend = wire == Wire::kNccl ? comm::BackendKind::kNccl : comm::BackendKind::kGloo;
-  g.timeout = std::chrono::seconds(60);
-  return testing::JoinGroupFromEnv(g);
 }
 
 absl::StatusOr<std::string> TrainAndCompare(const Case& c, int rank) {
@@ -207,7 +182,7 @@ TEST(CudaPrecisionTest, Bf16FollowsTheFp32Reference) {
 // the scale halves) and the ranks end equal.
 TEST(CudaPrecisionTest, Fp16OverflowOnOneRankSkipsEverywhere) {
   ZT_SKIP_WITHOUT_GPUS(1);
-  const Wire wire = CudaDevices() >= 2 ? Wire::kNccl : Wire::kGlooOneGpu;
+  const Wire wire = testing::WireFor(2);
   auto outcomes = SpawnRanks(2, [wire](int rank) -> absl::StatusOr<std::string> {
     constexpr int kSteps = 6, kBadStep = 3;
     constexpr int64_t kBatch = 16;
@@ -288,34 +263,16 @@ TEST(CudaFaultTest, ANcclPeerThatDiesBecomesAnErrorWithinTheTimeout) {
   EXPECT_LT(outcomes[0].seconds, 60) << "the error came after the 10 s timeout and more";
 }
 
-// A net large enough that the model states dominate the allocator's peak.
-struct WideMlp : testing::TestNet {
-  WideMlp() {
-    torch::manual_seed(7);
-    for (int i = 0; i < 6; ++i)
-      layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(1024, 1024)));
-  }
-  torch::Tensor forward(const torch::Tensor& x) override {
-    torch::Tensor h = x;
-    for (auto& l : layers) h = torch::relu(l->forward(h));
-    return h;
-  }
-  std::vector<torch::nn::Linear> layers;
-};
-
 // Peak allocated bytes of two steps at each of stages 0, 1 and 2 in turn (a fresh net and engine
 // each, the allocator's peak reset in between), as the caching allocator counts them.
 absl::StatusOr<std::string> PeaksByStage(Wire wire, int rank) {
   const torch::Device device = RankDevice(wire, rank);
   ZT_ASSIGN_OR_RETURN(auto group, Join(wire));
-  c10::DeviceAllocator* allocator = c10::getDeviceAllocator(c10::DeviceType::CUDA);
-  constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
   std::string peaks;
   for (int stage : {0, 1, 2}) {
-    allocator->emptyCache();
-    allocator->resetPeakStats(device.index());
+    testing::ResetPeak(device);
     {
-      auto net = std::make_shared<WideMlp>();
+      auto net = std::make_shared<testing::WideMlp>();
       EngineOptions o;
       o.device = device;
       o.stage = stage;
@@ -334,15 +291,14 @@ absl::StatusOr<std::string> PeaksByStage(Wire wire, int rank) {
         ZT_RETURN_IF_ERROR(engine->Step());
       }
     }
-    absl::StrAppend(&peaks, peaks.empty() ? "" : " ",
-                    allocator->getDeviceStats(device.index()).allocated_bytes[kAll].peak);
+    absl::StrAppend(&peaks, peaks.empty() ? "" : " ", testing::PeakAllocated(device));
   }
   return peaks;
 }
 
 TEST(CudaMemoryTest, EachStageHoldsLessAtItsPeakThanTheOneBefore) {
   ZT_SKIP_WITHOUT_GPUS(1);
-  const Wire wire = CudaDevices() >= 2 ? Wire::kNccl : Wire::kGlooOneGpu;
+  const Wire wire = testing::WireFor(2);
   auto outcomes = SpawnRanks(2, [wire](int rank) { return PeaksByStage(wire, rank); });
   for (const auto& o : outcomes) ASSERT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
   std::istringstream in(outcomes[0].payload);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "engine/engine.h"
+#include "engine/step_staging.h"
 #include "offload/sub_group_store.h"
 #include "tools/status_macros.h"
 
@@ -111,12 +112,22 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
       ZT_RETURN_IF_ERROR(group_->AllReduce(sums, comm::ReduceOp::kSum));
     }
   }
+  // A piece the store hands out on another device than the state's (stage 3's shard on a GPU
+  // under offload_optimizer) is written into a staging buffer and copied back before the store
+  // writes the piece back (only stage 3 hands pieces out, and it has no ParamsOut segments, so
+  // Publish copies this piece's buffer alone).
   return state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
-    return store_->ForEachStepPiece(v.begin, v.begin + v.numel, master_aliases_params_,
-                                    [&](int64_t lo, int64_t hi, const at::Tensor& out) {
-                                      return optimizer_->Step(step, grad_scale, shard_of(v, lo, hi),
-                                                              inside(stepped, lo, hi, out));
-                                    });
+    return store_->ForEachStepPiece(
+        v.begin, v.begin + v.numel, master_aliases_params_,
+        [&](int64_t lo, int64_t hi, const at::Tensor& out) -> absl::Status {
+          at::Tensor written = out;
+          if (out.defined()) {
+            ZT_ASSIGN_OR_RETURN(written, staging_->Out(out));
+          }
+          ZT_RETURN_IF_ERROR(optimizer_->Step(step, grad_scale, shard_of(v, lo, hi),
+                                              inside(stepped, lo, hi, written)));
+          return written.is_same(out) ? absl::OkStatus() : staging_->Publish();
+        });
   });
 }
 

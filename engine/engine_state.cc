@@ -12,9 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "engine/engine.h"
+#include "engine/step_staging.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
 #include "offload/swap_space.h"
+#include "offload/transfer_stream.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -31,6 +33,9 @@ absl::Status Engine::InitOffload() {
                                     (param.device != OffloadDevice::kNone && param.pin_memory));
   ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create(po));
   host_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
+  auto transfer = offload::MakeTransferStream(options_.device);
+  if (!transfer.ok()) return WithPrefix(transfer.status(), where);
+  transfer_ = std::move(*transfer);
   auto make_swap = [&](const std::string& path, const offload::AioOptions& aio, const char* field,
                        std::unique_ptr<offload::SwapSpace>* out) {
     offload::SwapSpaceOptions sw;
@@ -57,6 +62,7 @@ partition::ParamShardOptions Engine::ParamShardOptionsFor() const {
   const ParamOffloadOptions& param = options_.offload_param;
   partition::ParamShardOptions o;
   o.pool = host_pool_.get();
+  o.transfer = transfer_.get();
   if (param.device == OffloadDevice::kCpu) o.device = partition::ParamDevice::kHost;
   if (param.device == OffloadDevice::kNvme) {
     o.device = partition::ParamDevice::kNvme;
@@ -91,6 +97,8 @@ absl::Status Engine::InitState() {
   // Without offload the arrays live with the model, on its device: the engine allocates them (the
   // master may be the parameters themselves) and the store only cuts them into sub-groups.
   state_device_ = off.device == OffloadDevice::kNone ? options_.device : at::Device(at::kCPU);
+  staging_ = std::make_unique<StepStaging>(state_device_, transfer_.get(), host_pool_.get(),
+                                           absl::Minutes(5), &host_copies_);
   if (off.device == OffloadDevice::kNone) {
     try {
       for (size_t a = 0; a < so.arrays.size(); ++a) {

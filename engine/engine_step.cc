@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "engine/grad_stats.h"
+#include "engine/step_staging.h"
 #include "optim/clip_grad.h"
 #include "tools/status_macros.h"
 
@@ -53,6 +54,33 @@ absl::StatusOr<GradStats> Engine::AgreeGradStats(const std::vector<partition::Gr
   return out;
 }
 
+absl::Status Engine::StageAndStep(const std::vector<partition::GradSegment>& grads,
+                                  double grad_scale) {
+  // The gradients where the optimizer state lives (offload_optimizer from a GPU: pinned host
+  // copies, all started before the first is waited for), and the low-precision copy the optimizer
+  // writes where the store keeps it in place (the flat buffer; a store that hands it out per piece,
+  // stage 3's shard, does so in StepOptimizer).
+  std::vector<ShardSegment> segments;
+  for (const auto& g : grads) {
+    ShardSegment s;
+    s.offset = g.shard_offset;
+    s.size = g.grads.numel();
+    ZT_ASSIGN_OR_RETURN(const at::Tensor staged, staging_->In(g.grads));
+    s.grads = staged.data_ptr();
+    s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
+    const at::Tensor out = master_aliases_params_ ? at::Tensor() : store_->ParamsOut(g);
+    if (out.defined()) {
+      ZT_ASSIGN_OR_RETURN(const at::Tensor written, staging_->Out(out));
+      s.params_out = written.data_ptr();
+      s.params_out_dtype = ToOptimDtype(out.scalar_type());
+    }
+    segments.push_back(s);
+  }
+  ZT_RETURN_IF_ERROR(staging_->WaitInputs());
+  ZT_RETURN_IF_ERROR(StepOptimizer(grad_scale, segments));
+  return staging_->Publish();
+}
+
 absl::Status Engine::StepAtBoundary() {
   c10::NoGradGuard no_grad;
   const std::vector<partition::GradSegment> grads = reducer_->OwnedGrads();
@@ -72,25 +100,9 @@ absl::Status Engine::StepAtBoundary() {
     ZT_ASSIGN_OR_RETURN(grad_scale,
                         optim::CombinedGradScale(grad_scale, norm, options_.gradient_clipping));
   }
-  // The low-precision copy the optimizer writes, where the store keeps it in place (the flat
-  // buffer); a store that hands it out per piece (stage 3's shard) does so in StepOptimizer.
-  std::vector<ShardSegment> segments;
-  for (const auto& g : grads) {
-    ShardSegment s;
-    s.offset = g.shard_offset;
-    s.size = g.grads.numel();
-    s.grads = g.grads.data_ptr();
-    s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
-    const at::Tensor out = master_aliases_params_ ? at::Tensor() : store_->ParamsOut(g);
-    if (out.defined()) {
-      s.params_out = out.data_ptr();
-      s.params_out_dtype = ToOptimDtype(out.scalar_type());
-    }
-    segments.push_back(s);
-  }
-  // A rank whose optimizer failed (a swap-in from NVMe, a kernel) would not join the all-gather
-  // below, and its weights now differ from the others': every rank learns of it here.
-  ZT_RETURN_IF_ERROR(AgreeAllOk(StepOptimizer(grad_scale, segments), ""));
+  // A rank whose optimizer failed (a swap-in from NVMe, a kernel, a copy) would not join the
+  // all-gather below, and its weights now differ from the others': every rank learns of it here.
+  ZT_RETURN_IF_ERROR(AgreeAllOk(StageAndStep(grads, grad_scale), ""));
   ++optimizer_steps_;
   if (scaler_) ZT_RETURN_IF_ERROR(scaler_->Update(false));
   clock_->Lap(StepPhase::kStep);

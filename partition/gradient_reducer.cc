@@ -103,6 +103,7 @@ GradientReducer::~GradientReducer() {
 void GradientReducer::BeginBackward(bool reduce) {
   active_ = true;
   reduce_ = reduce || options_.stage == 2;
+  boundary_ = reduce;
   arrived_.assign(params_->num_params(), false);
   waiting_ = bucket_param_count_;
   next_bucket_ = 0;
@@ -232,6 +233,7 @@ void GradientReducer::Launch(int bucket) {
       staging_[bucket] = at::Tensor();
     });
   }
+  launch.bucket = bucket;
   launch.numel = b.numel;
   in_flight_numel_ += b.numel;
   pending_.push_back(std::move(launch));
@@ -254,6 +256,9 @@ void GradientReducer::Drain(size_t keep) {
       try {
         c10::NoGradGuard no_grad;
         for (auto& f : p.after) f();
+        if (boundary_ && options_.stage > 0 && options_.on_owned_final) {
+          options_.on_owned_final(OwnedGrad(p.bucket));
+        }
       } catch (const c10::Error& e) {
         s = absl::InternalError(absl::StrCat("gradient copy-out: ", e.what_without_backtrace()));
       }
@@ -312,16 +317,20 @@ std::vector<GradSegment> GradientReducer::OwnedGrads() const {
     }
     return out;
   }
-  for (size_t k = 0; k < layout.buckets().size(); ++k) {
-    const LayoutBucket& b = layout.buckets()[k];
-    GradSegment s;
-    s.shard_offset = b.shard_offset;
-    s.flat_begin = layout.OwnedBegin(static_cast<int>(k), group_->rank());
-    s.grads = options_.stage == 2 ? grad_shard_.Range(b.shard_offset, b.slice)
-                                  : flat_grad_.Range(s.flat_begin, b.slice);
-    out.push_back(s);
-  }
+  for (size_t k = 0; k < layout.buckets().size(); ++k)
+    out.push_back(OwnedGrad(static_cast<int>(k)));
   return out;
+}
+
+GradSegment GradientReducer::OwnedGrad(int bucket) const {
+  const ShardLayout& layout = params_->layout();
+  const LayoutBucket& b = layout.buckets()[bucket];
+  GradSegment s;
+  s.shard_offset = b.shard_offset;
+  s.flat_begin = layout.OwnedBegin(bucket, group_->rank());
+  s.grads = options_.stage == 2 ? grad_shard_.Range(b.shard_offset, b.slice)
+                                : flat_grad_.Range(s.flat_begin, b.slice);
+  return s;
 }
 
 void GradientReducer::Zero() {

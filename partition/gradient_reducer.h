@@ -29,12 +29,6 @@
 
 namespace zerotrain::partition {
 
-struct ReducerOptions {
-  int stage = 0;  // 0, 1 or 2
-  bool overlap_comm = true;
-  bool reduce_scatter = true;  // false: all-reduce, keep the owned part (DeepSpeed's knob)
-};
-
 // A run of reduced gradients this rank owns, of one dtype group: where it lies in the rank's
 // optimizer shard (for stage 0 the "shard" is the whole flat buffer) and in the flat parameter
 // buffer.
@@ -42,6 +36,17 @@ struct GradSegment {
   int64_t shard_offset = 0;
   int64_t flat_begin = 0;
   at::Tensor grads;  // 1-D, contiguous, the parameters' dtype
+};
+
+struct ReducerOptions {
+  int stage = 0;  // 0, 1 or 2
+  bool overlap_comm = true;
+  bool reduce_scatter = true;  // false: all-reduce, keep the owned part (DeepSpeed's knob)
+  // Stages 1 and 2: called for each bucket, in bucket order, once this rank's part of it is
+  // final in the backward that ends an accumulation (its copy-out queued on the device stream),
+  // while backward may still run: where the optimizer's copy of the gradients can start moving
+  // (offload from a GPU). The segment is one of those OwnedGrads() returns.
+  std::function<void(const GradSegment&)> on_owned_final;
 };
 
 class GradientReducer {
@@ -85,6 +90,7 @@ class GradientReducer {
   // Reusing them spares the allocator a fresh multi-MiB block (and its page faults) per bucket.
   at::Tensor Take(int64_t numel, at::ScalarType dtype);
   at::ScalarType BucketDtype(int bucket) const;
+  GradSegment OwnedGrad(int bucket) const;  // stages 1 and 2
   // Zeroes the staging elements no hook wrote: padding and parameters without a gradient.
   void ZeroUncovered(int bucket);
 
@@ -99,10 +105,12 @@ class GradientReducer {
   // Per backward.
   bool active_ = false;
   bool reduce_ = false;
+  bool boundary_ = false;  // this backward ends an accumulation
   std::vector<bool> arrived_;
   std::vector<int> waiting_;  // parameters each bucket still waits for
   int next_bucket_ = 0;
   struct PendingReduction {
+    int bucket = 0;
     comm::Work work;
     std::vector<std::function<void()>> after;  // copy-outs, once the work is done
     int64_t numel = 0;

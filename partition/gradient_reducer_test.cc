@@ -2,7 +2,8 @@
 // it owns (stage 0: all of them), for every stage, with overlap on and off, reduce-scatter and
 // all-reduce, buckets smaller than a parameter, a parameter count no world size divides, and
 // gradient accumulation over two micro-steps. The expected values are computed independently
-// from the closed-form gradients of a weighted sum.
+// from the closed-form gradients of a weighted sum. At stages 1 and 2 on_owned_final sees each
+// bucket's owned gradients once, in bucket order, in the last micro-step only, already final.
 #include "partition/gradient_reducer.h"
 
 #include <torch/torch.h>
@@ -34,9 +35,14 @@ absl::StatusOr<std::string> ReduceAndCheck(const Case& c) {
                         {"c", torch::zeros({3}, torch::requires_grad())}};
   ZT_ASSIGN_OR_RETURN(auto flat, FlatParams::Create(named, world, /*bucket_numel=*/12));
   ReducerOptions ro{c.stage, c.overlap, c.reduce_scatter};
+  int micro = 0;
+  std::vector<std::pair<int, GradSegment>> finals;  // (micro-step, a copy of the segment)
+  ro.on_owned_final = [&](const GradSegment& g) {
+    finals.push_back({micro, GradSegment{g.shard_offset, g.flat_begin, g.grads.clone()}});
+  };
   ZT_ASSIGN_OR_RETURN(auto reducer, GradientReducer::Create(group.get(), &flat, ro));
   const int64_t n = flat.layout().numel();
-  for (int micro = 0; micro < 2; ++micro) {
+  for (micro = 0; micro < 2; ++micro) {
     reducer->BeginBackward(/*reduce=*/micro == 1);
     torch::Tensor loss = torch::zeros({});
     int64_t at = 0;
@@ -69,6 +75,20 @@ absl::StatusOr<std::string> ReduceAndCheck(const Case& c) {
         return absl::InternalError(absl::StrCat("element ", j, " is not this rank's"));
       }
       ++checked;
+    }
+  }
+  const std::vector<GradSegment> owned = reducer->OwnedGrads();
+  if (c.stage == 0 ? !finals.empty() : finals.size() != owned.size()) {
+    return absl::InternalError(absl::StrCat("on_owned_final ran ", finals.size(), " times for ",
+                                            owned.size(), " owned segments at stage ", c.stage));
+  }
+  for (size_t k = 0; k < finals.size(); ++k) {
+    const auto& [when, g] = finals[k];
+    if (when != 1 || g.shard_offset != owned[k].shard_offset ||
+        !torch::equal(g.grads, owned[k].grads)) {
+      return absl::InternalError(absl::StrCat("on_owned_final call ", k, " (micro-step ", when,
+                                              ", shard offset ", g.shard_offset, ") is not bucket ",
+                                              k, "'s final gradients"));
     }
   }
   const int64_t want_checked =

@@ -41,7 +41,6 @@ absl::Status CheckArgs(const at::Tensor& v, const std::vector<int64_t>& starts,
   if (!v.defined()) return Bad("values", "undefined", "need the shard's tensor");
   if (v.dim() != 1) return Bad("values.dim()", v.dim(), "must be 1-D");
   if (!v.is_contiguous()) return Bad("values.is_contiguous()", "false", "must be contiguous");
-  if (!v.device().is_cpu()) return Bad("values.device()", v.device().str(), "must be CPU");
   if (v.numel() <= 0) return Bad("values.numel()", v.numel(), "must be > 0");
   const std::string s = absl::StrCat("{", absl::StrJoin(starts, ", "), "}");
   if (starts.empty()) return Bad("part_starts", s, "need at least one part");

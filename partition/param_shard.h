@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/swap_space.h"
+#include "offload/transfer_stream.h"
 
 namespace zerotrain::partition {
 
@@ -33,12 +34,17 @@ struct ParamShardOptions {
   // (DeepSpeed's offload_param.max_in_cpu); the rest live only on NVMe.
   int64_t max_in_cpu = 0;
   absl::Duration io_timeout = absl::Minutes(5);
+  // kHost/kNvme under a model on a device: the stream that copies parts from host memory onto
+  // the device for their gathers (ShardedParams; the copies' fences gate the blocks' reuse).
+  // Null: a synchronous copy on the current stream.
+  offload::TransferStream* transfer = nullptr;
 };
 
 class ParamShard {
  public:
-  // Takes over `values` (1-D, contiguous, CPU: the whole shard, as built by the caller) and moves
-  // it where the options say: kModel keeps the tensor itself; kHost copies it into a pool block;
+  // Takes over `values` (1-D, contiguous, on the model's device: the whole shard, as built by the
+  // caller) and moves it where the options say: kModel keeps the tensor itself (on the model's
+  // device, so Read returns device memory there); kHost copies it into a pool block;
   // kNvme writes each swapped part to its region (reserved here, so a full disk fails here) and
   // keeps only the max_in_cpu parts. `part_starts` are the first elements of the parts: strictly
   // increasing, starting at 0, each < values.numel(). InvalidArgument names the option or value;

@@ -154,6 +154,8 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
     RegisterGatherOnUse(storages_[i].unsafeGetStorageImpl(), this, static_cast<int>(i));
     p.set_data(windows_ > 0 ? full_[i] : empty_[i]);  // the original values go with this
   }
+  transfer_ = shard_options.transfer;
+  transfer_timeout_ = shard_options.io_timeout;
   // One part per segment: a gather reads exactly one part.
   std::vector<int64_t> part_starts;
   for (const Segment& seg : segments_) part_starts.push_back(seg.begin / layout.world_size());
@@ -203,8 +205,24 @@ void ShardedParams::StartGather(int segment, bool prefetch) {
   const int64_t part_numel = seg.numel / layout.world_size();
   seg.buffer = at::empty({seg.numel}, flat_->options());
   absl::StatusOr<at::Tensor> part = shard_->Read(part_begin, part_numel);
+  // A part in host memory (offload_param) under a model on a device goes onto the device first,
+  // on the transfer stream; the gather is launched from that stream (below), so it follows the
+  // copy while compute goes on.
+  bool staged = false;
+  if (part.ok() && part->device() != seg.buffer.device()) {
+    seg.host_input = *part;
+    seg.input = at::empty({part_numel}, flat_->options());
+    if (transfer_ == nullptr) {
+      seg.input.copy_(seg.host_input);
+    } else {
+      absl::StatusOr<offload::Fence> f = transfer_->Copy(seg.input, seg.host_input);
+      if (f.ok()) seg.staged = *f;
+      if (!f.ok()) part = f.status();
+      staged = f.ok();
+    }
+  }
   if (part.ok()) {
-    seg.input = *part;
+    if (!seg.host_input.defined()) seg.input = *part;
   } else {
     seg.input = at::zeros({part_numel}, flat_->options());
     if (failed_.ok()) {
@@ -215,11 +233,18 @@ void ShardedParams::StartGather(int segment, bool prefetch) {
                                     "'s submodule from its shard: ", part.status().message()));
     }
   }
-  for (int k = layout.SegmentFirstBucket(segment); k < layout.SegmentEndBucket(segment); ++k) {
-    const LayoutBucket& b = layout.buckets()[k];
-    seg.works.push_back(
-        group_->AllGatherAsync(seg.input.narrow(0, b.shard_offset - part_begin, b.slice),
-                               seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
+  auto launch = [&] {
+    for (int k = layout.SegmentFirstBucket(segment); k < layout.SegmentEndBucket(segment); ++k) {
+      const LayoutBucket& b = layout.buckets()[k];
+      seg.works.push_back(
+          group_->AllGatherAsync(seg.input.narrow(0, b.shard_offset - part_begin, b.slice),
+                                 seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
+    }
+  };
+  if (staged) {
+    transfer_->AfterCopies(launch);
+  } else {
+    launch();
   }
   seg.state = State::kInFlight;
   stats_.live_numel += seg.numel;
@@ -232,8 +257,14 @@ absl::Status ShardedParams::Finish(int segment) {
   Segment& seg = segments_[segment];
   if (seg.state == State::kResident) return absl::OkStatus();
   const double start = Now();
-  absl::Status s = comm::WaitAll(seg.works);
+  absl::Status s;
+  for (comm::Work& w : seg.works) {
+    absl::Status one = w.WaitOnStream();
+    if (s.ok()) s = one;
+    stream_ordered_.push_back(std::move(w));
+  }
   seg.works.clear();
+  s.Update(DropHostInput(seg));
   seg.input = at::Tensor();
   stats_.wait_seconds += Now() - start;
   if (s.ok() && !failed_.ok()) {  // gathered zeros in place of a part that could not be read
@@ -264,12 +295,23 @@ absl::Status ShardedParams::Finish(int segment) {
   return absl::OkStatus();
 }
 
+absl::Status ShardedParams::DropHostInput(Segment& seg) {
+  if (!seg.host_input.defined()) return absl::OkStatus();
+  absl::Status s = seg.staged.Wait(transfer_timeout_);
+  // A copy that outlived its timeout may still read the block: it is leaked, not reused.
+  if (!s.ok()) new at::Tensor(seg.host_input);
+  seg.host_input = at::Tensor();
+  seg.staged = offload::Fence();
+  return s;
+}
+
 absl::Status ShardedParams::Release(int segment) {
   Segment& seg = segments_[segment];
   if (seg.state == State::kReleased || seg.persistent) return absl::OkStatus();
   absl::Status s;
   if (seg.state == State::kInFlight) s = comm::WaitAll(seg.works);  // its buffer is being written
   seg.works.clear();
+  s.Update(DropHostInput(seg));
   seg.input = at::Tensor();
   const ShardLayout& layout = flat_->layout();
   for (int p = layout.SegmentFirstParam(segment); p < layout.SegmentEndParam(segment); ++p) {
@@ -364,6 +406,13 @@ void ShardedParams::Use(const std::vector<int>& params) {
 }
 
 absl::Status ShardedParams::EndIteration() {
+  // The host checks of the gathers the device stream already waited for (errors, timeouts).
+  const absl::Status checked = comm::WaitAll(stream_ordered_);
+  stream_ordered_.clear();
+  if (!checked.ok() && failed_.ok()) {
+    failed_ = absl::Status(checked.code(), absl::StrCat("ZeRO stage 3 on rank ", group_->rank(),
+                                                        ": ", checked.message()));
+  }
   absl::Status status = failed_;
   for (int s = 0; s < static_cast<int>(segments_.size()); ++s) {
     if (segments_[s].pins > 0) continue;

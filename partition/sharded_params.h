@@ -98,6 +98,10 @@ class ShardedParams : public GatherOnUseOwner {
     State state = State::kReleased;
     at::Tensor buffer;
     at::Tensor input;  // this rank's part, read from the shard, until the gather has finished
+    // A part read from host memory for a gather on a device: the host copy and the fence of its
+    // transfer onto the device (the host block may go back to its pool only after it).
+    at::Tensor host_input;
+    offload::Fence staged;
     std::vector<comm::Work> works;
     int pins = 0;
   };
@@ -112,7 +116,11 @@ class ShardedParams : public GatherOnUseOwner {
   // A shard that cannot be read (an NVMe fault) still launches the gathers, with zeros, so the
   // ranks' collectives stay paired; the error is kept in failed_ and returned by Finish.
   void StartGather(int segment, bool prefetch);
-  absl::Status Finish(int segment);  // waits for its gather and points its parameters into it
+  // Waits for its gather (on the device stream where the backend has one: the host checks are
+  // made at EndIteration) and points its parameters into it.
+  absl::Status Finish(int segment);
+  // The part's host copy, once its transfer to the device has finished.
+  absl::Status DropHostInput(Segment& seg);
   absl::Status Release(int segment);
   // Releases other segments, farthest next use first, until `numel` more fit the live budget.
   absl::Status MakeRoom(int64_t numel, const std::vector<int>& keep);
@@ -135,6 +143,9 @@ class ShardedParams : public GatherOnUseOwner {
   int windows_ = 0;
   int current_ = -1;  // the segment the last operator read
   absl::Status failed_;
+  std::vector<comm::Work> stream_ordered_;  // finished gathers not yet waited for on the host
+  offload::TransferStream* transfer_ = nullptr;
+  absl::Duration transfer_timeout_;
   GatherStats stats_;
 };
 

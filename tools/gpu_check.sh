@@ -22,12 +22,14 @@ CHECKS=(
   "recompute_cuda     //recompute:activation_checkpoint_cuda_test"
   "checkpoint_rng     //engine:engine_checkpoint_test --gtest_filter=CheckpointRng.*"
   "engine_cuda        //engine:engine_cuda_test"
+  "engine_cuda_offload //engine:engine_cuda_offload_test"
   "trainer_cuda       //trainer:main_cuda_test bin/trainer/main"
 )
 # Built and staged although no check runs them yet.
 EXTRA_TARGETS=(//trainer:main)
-# Files and folders the checks read, copied to the same relative paths under .gpu/.
-DATA=(trainer/configs)
+# Files and folders the checks read, copied to the same relative paths under .gpu/ (the GPU
+# benchmark, tools/gpu_bench.sh, is staged with them and uses //trainer:main).
+DATA=(trainer/configs tools/gpu_bench.sh tools/gpu_bench_peer.py)
 
 # Limits on the GPU machine: each check, and the whole run (the device tool's budget is short).
 CHECK_TIMEOUT_S=${GPU_CHECK_TIMEOUT_S:-150}
@@ -153,16 +155,21 @@ stage() {
   du -sh "$gpu"
 }
 
-run() {
+# On the GPU machine: LibTorch, CUDA and NCCL from its torch wheel, our other libraries from
+# .gpu/lib. The binaries' own RUNPATH (this checkout's .venv, /usr/local/cuda) is looked at only
+# after LD_LIBRARY_PATH and need not exist there. tools/gpu_bench.sh uses it too.
+use_staged_libs() {
   [ -d "$gpu/bin" ] || die "$gpu/bin is missing: run 'bash tools/gpu_check.sh stage' first (here)"
   local site
   site=$(python3 -W ignore -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))') ||
     die "python3 cannot import torch"
   local wheel
   wheel=$(wheel_dirs "$site/torch/lib" | paste -sd:)
-  # LibTorch, CUDA and NCCL from that machine's wheel; the binaries' own RUNPATH (this checkout's
-  # .venv, /usr/local/cuda) is looked at only after LD_LIBRARY_PATH and need not exist there.
   export LD_LIBRARY_PATH="$gpu/lib:$wheel${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+run() {
+  use_staged_libs
   python3 -W ignore -c 'import torch; print("gpu_check: torch", torch.__version__, "CUDA",
 torch.version.cuda, "devices", torch.cuda.device_count())'
   local bins=()
@@ -214,8 +221,11 @@ torch.version.cuda, "devices", torch.cuda.device_count())'
   [ "$failed" = 0 ]
 }
 
-case "${1:-}" in
-  stage) stage ;;
-  run) run ;;
-  *) die "usage: tools/gpu_check.sh stage|run" ;;
-esac
+# Sourced (tools/gpu_bench.sh): the functions only.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  case "${1:-}" in
+    stage) stage ;;
+    run) run ;;
+    *) die "usage: tools/gpu_check.sh stage|run" ;;
+  esac
+fi

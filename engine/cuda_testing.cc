@@ -1,0 +1,59 @@
+// The GPU tests' shared helpers (cuda_testing.h).
+#include "engine/cuda_testing.h"
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace zerotrain::engine::testing {
+
+int CudaDevices() { return torch::cuda::is_available() ? torch::cuda::device_count() : 0; }
+
+Wire WireFor(int world) { return CudaDevices() >= world ? Wire::kNccl : Wire::kGlooOneGpu; }
+
+c10::Device RankDevice(Wire wire, int rank) {
+  const c10::Device d(c10::kCUDA, static_cast<c10::DeviceIndex>(wire == Wire::kNccl ? rank : 0));
+  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(d);
+  return d;
+}
+
+absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> Join(Wire wire) {
+  comm::GroupOptions g;
+  g.backend = wire == Wire::kNccl ? comm::BackendKind::kNccl : comm::BackendKind::kGloo;
+  g.timeout = std::chrono::seconds(60);
+  return JoinGroupFromEnv(g);
+}
+
+WideMlp::WideMlp() {
+  torch::manual_seed(7);
+  for (int i = 0; i < 6; ++i) {
+    layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(1024, 1024)));
+  }
+}
+
+at::Tensor WideMlp::forward(const at::Tensor& x) {
+  at::Tensor h = x;
+  for (auto& l : layers) h = torch::relu(l->forward(h));
+  return h;
+}
+
+void ResetPeak(c10::Device device) {
+  c10::DeviceAllocator* allocator = c10::getDeviceAllocator(c10::DeviceType::CUDA);
+  allocator->emptyCache();
+  allocator->resetPeakStats(device.index());
+}
+
+int64_t PeakAllocated(c10::Device device) {
+  constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return c10::getDeviceAllocator(c10::DeviceType::CUDA)
+      ->getDeviceStats(device.index())
+      .allocated_bytes[kAll]
+      .peak;
+}
+
+}  // namespace zerotrain::engine::testing

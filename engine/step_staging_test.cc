@@ -1,0 +1,126 @@
+// StepStaging's bookkeeping on the CPU, with a recording TransferStream and the meta device
+// standing in for "another device than the state's": nothing is staged where a tensor shares the
+// state's device; a gradient started early (StartIn) is copied once; WaitInputs waits for every
+// input's fence; Publish copies each output back and orders the stream (or, into host memory,
+// waits); a pool block is not reused while a copy's fence is pending; a copy that outlives the
+// timeout is an error naming the direction.
+#include "engine/step_staging.h"
+
+#include <ATen/ATen.h>
+
+#include "gtest/gtest.h"
+
+namespace zerotrain::engine {
+namespace {
+
+struct FakeFence : offload::Fence::Impl {
+  bool signalled = false;
+  int orders = 0;
+  bool done() override { return signalled; }
+  absl::Status Wait(absl::Duration) override {
+    return signalled ? absl::OkStatus() : absl::DeadlineExceededError("copy still running");
+  }
+  absl::Status OrderCurrentStream() override {
+    ++orders;
+    return absl::OkStatus();
+  }
+};
+
+// Records each copy (destination device, source device) and hands out fences the test signals.
+class RecordingStream : public offload::TransferStream {
+ public:
+  absl::StatusOr<offload::Fence> Copy(const at::Tensor& dst, const at::Tensor& src) override {
+    copies.emplace_back(dst.device(), src.device());
+    fences.push_back(std::make_shared<FakeFence>());
+    fences.back()->signalled = signal_at_once;
+    return offload::Fence(fences.back());
+  }
+  c10::Device device() const override { return c10::Device(c10::kMeta); }
+
+  bool signal_at_once = true;
+  std::vector<std::pair<c10::Device, c10::Device>> copies;
+  std::vector<std::shared_ptr<FakeFence>> fences;
+};
+
+offload::PinnedHostPool Pool() {
+  absl::StatusOr<offload::PinnedHostPool> pool = offload::PinnedHostPool::Create({});
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  return *std::move(pool);
+}
+
+TEST(StepStagingTest, TensorsOnTheStatesDeviceAreUsedInPlace) {
+  offload::PinnedHostPool pool = Pool();
+  RecordingStream stream;
+  comm::HostDeviceCopies counted;
+  StepStaging staging(c10::Device(c10::kCPU), &stream, &pool, absl::Seconds(1), &counted);
+  const at::Tensor grads = at::ones({8});
+  at::Tensor params = at::zeros({8});
+  EXPECT_TRUE(staging.In(grads)->is_same(grads));
+  EXPECT_TRUE(staging.Out(params)->is_same(params));
+  EXPECT_TRUE(staging.WaitInputs().ok());
+  EXPECT_TRUE(staging.Publish().ok());
+  EXPECT_TRUE(stream.copies.empty());
+}
+
+TEST(StepStagingTest, DeviceGradientsAreCopiedOnceAndWaitedFor) {
+  offload::PinnedHostPool pool = Pool();
+  RecordingStream stream;
+  stream.signal_at_once = false;
+  comm::HostDeviceCopies counted;
+  StepStaging staging(c10::Device(c10::kCPU), &stream, &pool, absl::Seconds(1), &counted);
+  const at::Tensor grads = at::empty({64}, at::TensorOptions().device(c10::kMeta));
+  staging.StartIn(grads);  // from the reducer, while backward runs
+  absl::StatusOr<at::Tensor> in = staging.In(grads);
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_TRUE(in->is_cpu());
+  EXPECT_EQ(in->numel(), 64);
+  ASSERT_EQ(stream.copies.size(), 1u) << "the early copy was not reused";
+  EXPECT_TRUE(stream.copies[0].first.is_cpu() && stream.copies[0].second.is_meta());
+  // Still running: WaitInputs says so, naming what it waited for.
+  const absl::Status waited = staging.WaitInputs();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(waited.message().find("copying gradients to cpu"), std::string::npos) << waited;
+}
+
+TEST(StepStagingTest, OutputsGoBackAndTheirBlocksWaitForTheCopies) {
+  offload::PinnedHostPool pool = Pool();
+  RecordingStream stream;
+  comm::HostDeviceCopies counted;
+  StepStaging staging(c10::Device(c10::kCPU), &stream, &pool, absl::Seconds(1), &counted);
+  const at::Tensor params = at::empty({32}, at::TensorOptions().device(c10::kMeta));
+  absl::StatusOr<at::Tensor> out = staging.Out(params);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->is_cpu());
+  stream.signal_at_once = false;
+  ASSERT_TRUE(staging.Publish().ok());
+  ASSERT_EQ(stream.copies.size(), 1u);
+  EXPECT_TRUE(stream.copies[0].first.is_meta() && stream.copies[0].second.is_cpu());
+  EXPECT_EQ(stream.fences[0]->orders, 1) << "the device copy did not order the stream";
+  // The next step's first copy waits for that block's fence: still running, so it fails...
+  const at::Tensor grads = at::empty({32}, at::TensorOptions().device(c10::kMeta));
+  EXPECT_EQ(staging.In(grads).status().code(), absl::StatusCode::kDeadlineExceeded);
+  // ... and once it finished, the step goes on.
+  stream.fences[0]->signalled = true;
+  stream.signal_at_once = true;
+  EXPECT_TRUE(staging.In(grads).ok());
+  EXPECT_TRUE(staging.Reset().ok());
+}
+
+TEST(StepStagingTest, AStateOnAnotherDeviceStagesHostTensorsThere) {
+  offload::PinnedHostPool pool = Pool();
+  RecordingStream stream;
+  comm::HostDeviceCopies counted;
+  StepStaging staging(c10::Device(c10::kMeta), &stream, &pool, absl::Seconds(1), &counted);
+  at::Tensor host = at::zeros({16}, at::kBFloat16);
+  absl::StatusOr<at::Tensor> out = staging.Out(host);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->is_meta());
+  EXPECT_EQ(out->scalar_type(), at::kBFloat16);
+  stream.signal_at_once = false;
+  // Into host memory Publish waits for the copy, so the values are there when it returns.
+  EXPECT_EQ(staging.Publish().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(stream.fences[0]->orders, 0);
+}
+
+}  // namespace
+}  // namespace zerotrain::engine
