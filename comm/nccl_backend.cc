@@ -309,8 +309,10 @@ class NcclBackend : public Backend {
       handle->Abort(std::string(s.message()));
       return s;
     };
-    Work::Step wait = [handle = handle_, done, timeout = timeout_, order,
-                       keep = std::move(keep)]() -> absl::Status {
+    // The host check holds no tensor: recordStream above already keeps the allocator from reusing
+    // them, and a check deferred by WaitOnStream (ZeRO stage 3 keeps its gathers' checks until the
+    // iteration ends) must not keep a released buffer alive.
+    Work::Step wait = [handle = handle_, done, timeout = timeout_, order]() -> absl::Status {
       cudaError_t query = cudaErrorNotReady;
       absl::Status s = PollComm(*handle, timeout, "collective", [&] {
         query = cudaEventQuery(done->get());

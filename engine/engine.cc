@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/nn/module.h>
 
 #include <unistd.h>
@@ -117,6 +118,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   const std::string where = absl::StrCat("Engine::Create on rank ", group->rank(), ": ");
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
+  // "cuda" alone names the current device; with its index filled in, device comparisons (is a
+  // gradient already where the optimizer state is?) are exact.
+  if (options.device.is_cuda() && !options.device.has_index()) {
+    try {
+      e->options_.device = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice();
+    } catch (const c10::Error&) {
+      // No CUDA in this build: moving the module there fails below, with LibTorch's message.
+    }
+  }
   e->group_ = group;
   e->module_ = &module;
   // Local problems are only reported after the ranks have met, so that a rank that fails here
@@ -131,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   partition::NamedTensors named;
   std::vector<int> owner;
   try {
-    if (local.ok()) module.to(options.device);
+    if (local.ok()) module.to(e->options_.device);
     if (options.precision != Precision::kFloat32) module.to(ModelDtype(options.precision));
     named = TrainableParams(module, &owner);
   } catch (const c10::Error& err) {

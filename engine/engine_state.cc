@@ -97,8 +97,10 @@ absl::Status Engine::InitState() {
   // Without offload the arrays live with the model, on its device: the engine allocates them (the
   // master may be the parameters themselves) and the store only cuts them into sub-groups.
   state_device_ = off.device == OffloadDevice::kNone ? options_.device : at::Device(at::kCPU);
-  staging_ = std::make_unique<StepStaging>(state_device_, transfer_.get(), host_pool_.get(),
-                                           absl::Minutes(5), &host_copies_);
+  // A copy is waited for as long as a collective would be.
+  staging_ =
+      std::make_unique<StepStaging>(state_device_, transfer_.get(), host_pool_.get(),
+                                    absl::FromChrono(group_->options().timeout), &host_copies_);
   if (off.device == OffloadDevice::kNone) {
     try {
       for (size_t a = 0; a < so.arrays.size(); ++a) {

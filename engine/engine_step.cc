@@ -61,22 +61,32 @@ absl::Status Engine::StageAndStep(const std::vector<partition::GradSegment>& gra
   // writes where the store keeps it in place (the flat buffer; a store that hands it out per piece,
   // stage 3's shard, does so in StepOptimizer).
   std::vector<ShardSegment> segments;
-  for (const auto& g : grads) {
-    ShardSegment s;
-    s.offset = g.shard_offset;
-    s.size = g.grads.numel();
-    ZT_ASSIGN_OR_RETURN(const at::Tensor staged, staging_->In(g.grads));
-    s.grads = staged.data_ptr();
-    s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
-    const at::Tensor out = master_aliases_params_ ? at::Tensor() : store_->ParamsOut(g);
-    if (out.defined()) {
-      ZT_ASSIGN_OR_RETURN(const at::Tensor written, staging_->Out(out));
-      s.params_out = written.data_ptr();
-      s.params_out_dtype = ToOptimDtype(out.scalar_type());
+  auto stage = [&]() -> absl::Status {
+    for (const auto& g : grads) {
+      ShardSegment s;
+      s.offset = g.shard_offset;
+      s.size = g.grads.numel();
+      ZT_ASSIGN_OR_RETURN(const at::Tensor staged, staging_->In(g.grads));
+      s.grads = staged.data_ptr();
+      s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
+      const at::Tensor out = master_aliases_params_ ? at::Tensor() : store_->ParamsOut(g);
+      if (out.defined()) {
+        ZT_ASSIGN_OR_RETURN(const at::Tensor written, staging_->Out(out));
+        s.params_out = written.data_ptr();
+        s.params_out_dtype = ToOptimDtype(out.scalar_type());
+      }
+      segments.push_back(s);
     }
-    segments.push_back(s);
+    return staging_->WaitInputs();
+  };
+  const absl::Status staged = stage();
+  // An optimizer with tensor sums meets the other ranks inside StepOptimizer: a rank whose copies
+  // failed must not skip that meeting alone.
+  if (optimizer_->tensor_sums() > 0) {
+    ZT_RETURN_IF_ERROR(AgreeAllOk(staged, ""));
+  } else {
+    ZT_RETURN_IF_ERROR(staged);
   }
-  ZT_RETURN_IF_ERROR(staging_->WaitInputs());
   ZT_RETURN_IF_ERROR(StepOptimizer(grad_scale, segments));
   return staging_->Publish();
 }

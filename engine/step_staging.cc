@@ -96,8 +96,9 @@ absl::Status StepStaging::WaitInputs() {
   early_error_ = absl::OkStatus();
   for (Staged& s : inputs_) {
     status.Update(s.fence.Wait(timeout_));
-    // Kept until the next Retire: the optimizer reads the buffer after this returns.
-    retiring_.push_back({at::Tensor(), s.buffer, offload::Fence()});
+    // Kept until the next Retire (the optimizer reads the buffer after this returns), with its
+    // fence: a copy that outlived the wait may still write into it, and Retire then leaks it.
+    retiring_.push_back({at::Tensor(), s.buffer, s.fence});
   }
   inputs_.clear();
   if (!status.ok()) {
@@ -110,6 +111,9 @@ absl::Status StepStaging::WaitInputs() {
 absl::StatusOr<at::Tensor> StepStaging::Out(const at::Tensor& t) {
   if (t.device() == state_device_) return t;
   ZT_ASSIGN_OR_RETURN(at::Tensor buffer, Buffer(t));
+  // Zeros where the optimizer writes nothing (padding between parameters, which a per-tensor
+  // optimizer skips), rather than what the block held before.
+  buffer.zero_();
   outputs_.push_back({t, buffer, offload::Fence()});
   return buffer;
 }
@@ -121,7 +125,11 @@ absl::Status StepStaging::Publish() {
     if (f.ok()) {
       s.fence = *f;
       copies_->Count(s.buffer, s.target);
-      status.Update(s.target.is_cpu() ? f->Wait(timeout_) : f->OrderCurrentStream());
+      // Into host memory (a shard offload_param keeps there) the values must be there now, and
+      // the buffer, on the state's device, goes at once rather than piling up until Reset.
+      const absl::Status w = s.target.is_cpu() ? f->Wait(timeout_) : f->OrderCurrentStream();
+      status.Update(w);
+      if (w.ok() && s.target.is_cpu()) continue;
     }
     status.Update(f.status());
     retiring_.push_back(std::move(s));

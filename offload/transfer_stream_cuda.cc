@@ -87,11 +87,19 @@ class CudaTransferStream : public TransferStream {
       if (t->is_cuda())
         c10::cuda::CUDACachingAllocator::recordStream(t->storage().data_ptr(), stream_);
     }
+    // The copy is queued: without a fence to hand back, the caller would free its buffers while
+    // it runs, so an error here first waits for the stream.
     e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-    if (e != cudaSuccess) return CudaError("cudaEventCreate", e);
+    if (e != cudaSuccess) {
+      cudaStreamSynchronize(stream_.stream());
+      return CudaError("cudaEventCreate", e);
+    }
     auto fence = std::make_shared<EventFence>(done, device_.index());
     e = cudaEventRecord(done, stream_.stream());
-    if (e != cudaSuccess) return CudaError("cudaEventRecord", e);
+    if (e != cudaSuccess) {
+      cudaStreamSynchronize(stream_.stream());
+      return CudaError("cudaEventRecord", e);
+    }
     return Fence(std::move(fence));
   }
   void AfterCopies(const std::function<void()>& launch) override {

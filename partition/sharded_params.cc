@@ -166,6 +166,8 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
 
 ShardedParams::~ShardedParams() {
   for (int s = 0; s < static_cast<int>(segments_.size()); ++s) (void)Release(s);
+  (void)comm::WaitAll(stream_ordered_);
+  (void)DropStagedHosts(/*wait=*/true);
   for (const c10::Storage& st : storages_) {
     if (st) UnregisterGatherOnUse(st.unsafeGetStorageImpl());
   }
@@ -264,7 +266,7 @@ absl::Status ShardedParams::Finish(int segment) {
     stream_ordered_.push_back(std::move(w));
   }
   seg.works.clear();
-  s.Update(DropHostInput(seg));
+  ParkHostInput(seg);
   seg.input = at::Tensor();
   stats_.wait_seconds += Now() - start;
   if (s.ok() && !failed_.ok()) {  // gathered zeros in place of a part that could not be read
@@ -295,14 +297,29 @@ absl::Status ShardedParams::Finish(int segment) {
   return absl::OkStatus();
 }
 
-absl::Status ShardedParams::DropHostInput(Segment& seg) {
-  if (!seg.host_input.defined()) return absl::OkStatus();
-  absl::Status s = seg.staged.Wait(transfer_timeout_);
-  // A copy that outlived its timeout may still read the block: it is leaked, not reused.
-  if (!s.ok()) new at::Tensor(seg.host_input);
+void ShardedParams::ParkHostInput(Segment& seg) {
+  if (!seg.host_input.defined()) return;
+  staged_hosts_.emplace_back(std::move(seg.host_input), std::move(seg.staged));
   seg.host_input = at::Tensor();
   seg.staged = offload::Fence();
-  return s;
+  (void)DropStagedHosts(/*wait=*/false);
+}
+
+absl::Status ShardedParams::DropStagedHosts(bool wait) {
+  absl::Status status;
+  std::vector<std::pair<at::Tensor, offload::Fence>> running;
+  for (auto& [host, fence] : staged_hosts_) {
+    if (!wait && !fence.done()) {
+      running.emplace_back(std::move(host), std::move(fence));
+      continue;
+    }
+    const absl::Status s = wait ? fence.Wait(transfer_timeout_) : absl::OkStatus();
+    // A copy that outlived its timeout may still read the block: it is leaked, not reused.
+    if (!s.ok()) new at::Tensor(host);
+    status.Update(s);
+  }
+  staged_hosts_ = std::move(running);
+  return status;
 }
 
 absl::Status ShardedParams::Release(int segment) {
@@ -311,7 +328,7 @@ absl::Status ShardedParams::Release(int segment) {
   absl::Status s;
   if (seg.state == State::kInFlight) s = comm::WaitAll(seg.works);  // its buffer is being written
   seg.works.clear();
-  s.Update(DropHostInput(seg));
+  ParkHostInput(seg);
   seg.input = at::Tensor();
   const ShardLayout& layout = flat_->layout();
   for (int p = layout.SegmentFirstParam(segment); p < layout.SegmentEndParam(segment); ++p) {
@@ -407,8 +424,9 @@ void ShardedParams::Use(const std::vector<int>& params) {
 
 absl::Status ShardedParams::EndIteration() {
   // The host checks of the gathers the device stream already waited for (errors, timeouts).
-  const absl::Status checked = comm::WaitAll(stream_ordered_);
+  absl::Status checked = comm::WaitAll(stream_ordered_);
   stream_ordered_.clear();
+  checked.Update(DropStagedHosts(/*wait=*/true));
   if (!checked.ok() && failed_.ok()) {
     failed_ = absl::Status(checked.code(), absl::StrCat("ZeRO stage 3 on rank ", group_->rank(),
                                                         ": ", checked.message()));

@@ -119,8 +119,10 @@ class ShardedParams : public GatherOnUseOwner {
   // Waits for its gather (on the device stream where the backend has one: the host checks are
   // made at EndIteration) and points its parameters into it.
   absl::Status Finish(int segment);
-  // The part's host copy, once its transfer to the device has finished.
-  absl::Status DropHostInput(Segment& seg);
+  // Hands the part's host copy to staged_hosts_, which drops it once its transfer has finished:
+  // without waiting (`wait` false: the ones done), or waiting for each, at the end of an iteration.
+  void ParkHostInput(Segment& seg);
+  absl::Status DropStagedHosts(bool wait);
   absl::Status Release(int segment);
   // Releases other segments, farthest next use first, until `numel` more fit the live budget.
   absl::Status MakeRoom(int64_t numel, const std::vector<int>& keep);
@@ -144,6 +146,7 @@ class ShardedParams : public GatherOnUseOwner {
   int current_ = -1;  // the segment the last operator read
   absl::Status failed_;
   std::vector<comm::Work> stream_ordered_;  // finished gathers not yet waited for on the host
+  std::vector<std::pair<at::Tensor, offload::Fence>> staged_hosts_;  // host parts being copied
   offload::TransferStream* transfer_ = nullptr;
   absl::Duration transfer_timeout_;
   GatherStats stats_;

@@ -24,7 +24,7 @@ else
 fi
 
 BUDGET_S=${GPU_BENCH_BUDGET_S:-300}
-ROW_TIMEOUT_S=${GPU_BENCH_ROW_TIMEOUT_S:-90}
+ROW_TIMEOUT_S=${GPU_BENCH_ROW_TIMEOUT_S:-60}  # each launch; the budget is checked between rows
 PEAK_TFLOPS=989  # dense bf16, H100/H200 SXM (torchtitan's MFU denominator)
 SEQ=1024
 VOCAB=50257
@@ -34,10 +34,12 @@ DEVICE=cuda
 PEER_FLAGS=()
 PY=python3
 
-# FLOPs per token as torchtitan counts them: 6N + 12·L·H·Q·T, N without the embeddings.
+# FLOPs per token as torchtitan counts them: 6N + 12·L·H·Q·T, N without the embeddings. GPT-2's
+# output head is the token embedding (tied), so its V·d matmul is counted here as torchtitan's
+# untied output layer is.
 flops_per_token() {
   local l=$1 d=$2
-  echo $((6 * (12 * l * d * d + 13 * l * d + 2 * d) + 12 * l * d * SEQ))
+  echo $((6 * (12 * l * d * d + 13 * l * d + 2 * d + VOCAB * d) + 12 * l * d * SEQ))
 }
 
 # A token file of random ids (nanoGPT's raw uint16 layout), enough for every row.
@@ -58,6 +60,7 @@ zerotrain_row() {
 train_micro_batch_size_per_gpu: $mb
 steps_per_print: 1000
 zero_optimization { stage: $stage $off }
+gradient_clipping: 0
 bf16 { enabled: true }
 optimizer { type: "AdamW" params { lr: 1e-4 weight_decay: 0 } }
 model { name: "gpt2" n_layer: $l n_head: $h n_embd: $d block_size: $SEQ vocab_size: $VOCAB
@@ -86,7 +89,7 @@ peer_row() {
   timeout -k 10 "$ROW_TIMEOUT_S" "$PY" -W ignore -m torch.distributed.run \
     --nproc_per_node="$gpus" --master_port=29631 "$here/gpu_bench_peer.py" --mode "$mode" \
     --layers "$l" --heads "$h" --embd "$d" --vocab "$VOCAB" --seq "$SEQ" --micro_batch "$mb" \
-    "${extra[@]}" ${PEER_FLAGS[@]+"${PEER_FLAGS[@]}"} >"$log" 2>&1 || return 1
+    ${extra[@]+"${extra[@]}"} ${PEER_FLAGS[@]+"${PEER_FLAGS[@]}"} >"$log" 2>&1 || return 1
   "$PY" -c 'import json, sys
 for line in open(sys.argv[1]):
     if line.startswith("PEER "):
