@@ -9,6 +9,8 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "tools/status_macros.h"
 
 namespace zerotrain::engine::testing {
 
@@ -54,6 +56,30 @@ int64_t PeakAllocated(c10::Device device) {
       ->getDeviceStats(device.index())
       .allocated_bytes[kAll]
       .peak;
+}
+
+absl::StatusOr<int64_t> WideMlpPeak(EngineOptions options, comm::ProcessGroup* group) {
+  const c10::Device device = options.device;
+  ResetPeak(device);
+  {
+    auto net = std::make_shared<WideMlp>();
+    options.train_batch_size = 8;
+    options.reduce_bucket_size = 1 << 20;
+    options.allgather_bucket_size = 1 << 20;
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, options, group));
+    for (int step = 0; step < 2; ++step) {
+      torch::Tensor loss;
+      {
+        auto forward = engine->BeginForward();
+        loss = net->forward(torch::randn({4, 1024}, torch::TensorOptions().device(device)))
+                   .pow(2)
+                   .mean();
+      }
+      ZT_RETURN_IF_ERROR(engine->Backward(loss));
+      ZT_RETURN_IF_ERROR(engine->Step());
+    }
+  }
+  return PeakAllocated(device);
 }
 
 }  // namespace zerotrain::engine::testing

@@ -48,11 +48,19 @@ offload::PinnedHostPool Pool() {
   return *std::move(pool);
 }
 
-TEST(StepStagingTest, TensorsOnTheStatesDeviceAreUsedInPlace) {
-  offload::PinnedHostPool pool = Pool();
+// A StepStaging whose optimizer state lives on `state`, over a recording stream and its own pool.
+struct Rig {
+  explicit Rig(c10::Device state)
+      : pool(Pool()), staging(state, &stream, &pool, absl::Seconds(1), &counted) {}
+  offload::PinnedHostPool pool;
   RecordingStream stream;
   comm::HostDeviceCopies counted;
-  StepStaging staging(c10::Device(c10::kCPU), &stream, &pool, absl::Seconds(1), &counted);
+  StepStaging staging;
+};
+
+TEST(StepStagingTest, TensorsOnTheStatesDeviceAreUsedInPlace) {
+  Rig rig{c10::Device(c10::kCPU)};
+  auto& [pool, stream, counted, staging] = rig;
   const at::Tensor grads = at::ones({8});
   at::Tensor params = at::zeros({8});
   EXPECT_TRUE(staging.In(grads)->is_same(grads));
@@ -63,11 +71,9 @@ TEST(StepStagingTest, TensorsOnTheStatesDeviceAreUsedInPlace) {
 }
 
 TEST(StepStagingTest, DeviceGradientsAreCopiedOnceAndWaitedFor) {
-  offload::PinnedHostPool pool = Pool();
-  RecordingStream stream;
+  Rig rig{c10::Device(c10::kCPU)};
+  auto& [pool, stream, counted, staging] = rig;
   stream.signal_at_once = false;
-  comm::HostDeviceCopies counted;
-  StepStaging staging(c10::Device(c10::kCPU), &stream, &pool, absl::Seconds(1), &counted);
   const at::Tensor grads = at::empty({64}, at::TensorOptions().device(c10::kMeta));
   staging.StartIn(grads);  // from the reducer, while backward runs
   absl::StatusOr<at::Tensor> in = staging.In(grads);
@@ -83,10 +89,8 @@ TEST(StepStagingTest, DeviceGradientsAreCopiedOnceAndWaitedFor) {
 }
 
 TEST(StepStagingTest, OutputsGoBackAndTheirBlocksWaitForTheCopies) {
-  offload::PinnedHostPool pool = Pool();
-  RecordingStream stream;
-  comm::HostDeviceCopies counted;
-  StepStaging staging(c10::Device(c10::kCPU), &stream, &pool, absl::Seconds(1), &counted);
+  Rig rig{c10::Device(c10::kCPU)};
+  auto& [pool, stream, counted, staging] = rig;
   const at::Tensor params = at::empty({32}, at::TensorOptions().device(c10::kMeta));
   absl::StatusOr<at::Tensor> out = staging.Out(params);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -110,10 +114,8 @@ TEST(StepStagingTest, OutputsGoBackAndTheirBlocksWaitForTheCopies) {
 
 // Zeros where the optimizer writes nothing (padding), not what the pool block held.
 TEST(StepStagingTest, OutputBuffersStartAtZero) {
-  offload::PinnedHostPool pool = Pool();
-  RecordingStream stream;
-  comm::HostDeviceCopies counted;
-  StepStaging staging(c10::Device(c10::kCPU), &stream, &pool, absl::Seconds(1), &counted);
+  Rig rig{c10::Device(c10::kCPU)};
+  auto& [pool, stream, counted, staging] = rig;
   const at::Tensor params = at::empty({1024}, at::TensorOptions().device(c10::kMeta));
   for (int step = 0; step < 2; ++step) {
     absl::StatusOr<at::Tensor> out = staging.Out(params);
@@ -126,10 +128,8 @@ TEST(StepStagingTest, OutputBuffersStartAtZero) {
 }
 
 TEST(StepStagingTest, AStateOnAnotherDeviceStagesHostTensorsThere) {
-  offload::PinnedHostPool pool = Pool();
-  RecordingStream stream;
-  comm::HostDeviceCopies counted;
-  StepStaging staging(c10::Device(c10::kMeta), &stream, &pool, absl::Seconds(1), &counted);
+  Rig rig{c10::Device(c10::kMeta)};
+  auto& [pool, stream, counted, staging] = rig;
   at::Tensor host = at::zeros({16}, at::kBFloat16);
   absl::StatusOr<at::Tensor> out = staging.Out(host);
   ASSERT_TRUE(out.ok()) << out.status();
