@@ -53,6 +53,9 @@ class Backend {
   // gathers_into_rows(), may be a [world_size, input.numel()] tensor with contiguous rows.
   virtual absl::StatusOr<Transfer> AllGather(at::Tensor& input, at::Tensor& output) = 0;
   virtual bool gathers_into_rows() const { return false; }
+  // Whether ReduceScatter is an all-reduce of a full copy of its input (c10d's Gloo): a caller
+  // whose input is scratch then saves that copy, and the output buffer, by all-reducing in place.
+  virtual bool reduce_scatter_copies_input() const { return false; }
   virtual absl::StatusOr<Transfer> Broadcast(at::Tensor& tensor, int root) = 0;
   virtual absl::StatusOr<Transfer> Barrier() = 0;
 };

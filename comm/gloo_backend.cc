@@ -61,6 +61,10 @@ class GlooBackend : public Backend {
     });
   }
 
+  // c10d's Gloo has no reduce-scatter of its own: it clones the input, all-reduces the clone and
+  // copies this rank's chunk out.
+  bool reduce_scatter_copies_input() const override { return true; }
+
   absl::StatusOr<Transfer> AllGather(at::Tensor& input, at::Tensor& output) override {
     return Launch([&] { return pg_->_allgather_base(output, input); });
   }

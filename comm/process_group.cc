@@ -216,6 +216,10 @@ ProcessGroup::ProcessGroup(int rank, int world_size, GroupOptions options,
 
 ProcessGroup::~ProcessGroup() = default;
 
+bool ProcessGroup::reduce_scatter_copies_input() const {
+  return backend_->reduce_scatter_copies_input();
+}
+
 at::Device ProcessGroup::device() const {
   const int index = backend_->device_index();
   return index >= 0 ? at::Device(backend_->device_type(), static_cast<c10::DeviceIndex>(index))

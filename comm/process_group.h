@@ -86,6 +86,10 @@ class ProcessGroup {
   // memory, and NCCL host tensors through the device), at the cost of those copies. Small control
   // values are cheapest made here.
   at::Device device() const;
+  // True where ReduceScatterAsync costs what AllReduceAsync does plus a full copy of the input
+  // (Gloo): a caller that does not need its input afterwards should all-reduce it in place and
+  // read its own shard instead (same result, bit for bit, same bytes on the wire).
+  bool reduce_scatter_copies_input() const;
   CommLog& log() { return *log_; }
   // What collectives copied because a tensor was not on the transport's device, since Create.
   HostDeviceBytes staging_traffic() const { return staging_->totals(); }

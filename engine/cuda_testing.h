@@ -37,20 +37,13 @@ Wire WireFor(int world);
 c10::Device RankDevice(Wire wire, int rank);
 absl::StatusOr<std::unique_ptr<comm::ProcessGroup>> Join(Wire wire);
 
-// Six 1024x1024 linear layers: large enough that the model states dominate the allocator's peak.
-struct WideMlp : TestNet {
-  WideMlp();
-  at::Tensor forward(const at::Tensor& x) override;
-  std::vector<torch::nn::Linear> layers;
-};
-
 // The caching allocator's peak allocated bytes on `device` since ResetPeak (which also empties
 // the cache).
 void ResetPeak(c10::Device device);
 int64_t PeakAllocated(c10::Device device);
 
 // The allocator's peak over two steps of a fresh WideMlp under an engine with `options` on
-// `group` (train batch 8 and buckets of 2^20 elements set here; the net and engine freed after).
+// `group` (train batch 8 and buckets of 2^18 elements set here; the net and engine freed after).
 absl::StatusOr<int64_t> WideMlpPeak(EngineOptions options, comm::ProcessGroup* group);
 
 }  // namespace zerotrain::engine::testing

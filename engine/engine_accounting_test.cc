@@ -2,6 +2,8 @@
 // and against the ZeRO formulas, and which collectives each stage issues per micro-step.
 #include <torch/torch.h>
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "engine/test_models.h"
@@ -79,9 +81,10 @@ int64_t OpCount(comm::ProcessGroup& group, comm::CollectiveKind kind) {
   return n;
 }
 
-absl::StatusOr<std::string> CountOps(int stage) {
+absl::StatusOr<std::string> CountOps(int stage, comm::BackendKind backend) {
   comm::GroupOptions go;
   go.log_ops = true;
+  go.backend = backend;
   ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv(go));
   auto net = testing::MakeNet(testing::ModelKind::kMlp);
   EngineOptions o;
@@ -91,8 +94,11 @@ absl::StatusOr<std::string> CountOps(int stage) {
   o.reduce_bucket_size = 64;
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
   const int64_t buckets = engine->flat_params().layout().buckets().size();
+  // The reducer's collective: all-reduce at stage 0, and wherever the transport's reduce-scatter
+  // would copy the bucket whole (Gloo); reduce-scatter otherwise (shm).
+  const bool all_reduce = stage == 0 || group->reduce_scatter_copies_input();
   const auto kind =
-      stage == 0 ? comm::CollectiveKind::kAllReduce : comm::CollectiveKind::kReduceScatter;
+      all_reduce ? comm::CollectiveKind::kAllReduce : comm::CollectiveKind::kReduceScatter;
   for (int micro = 0; micro < 3; ++micro) {
     const int64_t reductions = OpCount(*group, kind);
     const int64_t gathers = OpCount(*group, comm::CollectiveKind::kAllGather);
@@ -100,8 +106,8 @@ absl::StatusOr<std::string> CountOps(int stage) {
     ZT_RETURN_IF_ERROR(engine->Backward(testing::Loss(*net, b.x, b.y)));
     ZT_RETURN_IF_ERROR(engine->Step());
     const bool boundary = micro == 2;
-    // Stage 0 also all-reduces, at the boundary, the gradient statistics (the inf/NaN check).
-    const int64_t want = (boundary || stage == 2 ? buckets : 0) + (boundary && stage == 0 ? 1 : 0);
+    // Every stage also all-reduces, at the boundary, the gradient statistics (the inf/NaN check).
+    const int64_t want = (boundary || stage == 2 ? buckets : 0) + (boundary && all_reduce ? 1 : 0);
     if (OpCount(*group, kind) - reductions != want) {
       return absl::InternalError(absl::StrCat("micro-step ", micro, ": ",
                                               OpCount(*group, kind) - reductions,
@@ -117,15 +123,18 @@ absl::StatusOr<std::string> CountOps(int stage) {
   return std::string("ok");
 }
 
-class AccumulationTest : public ::testing::TestWithParam<int> {};
+class AccumulationTest : public ::testing::TestWithParam<std::tuple<int, comm::BackendKind>> {};
 
 TEST_P(AccumulationTest, CommunicatesOnlyWhereTheStageSays) {
-  const int stage = GetParam();
-  auto outcomes = SpawnRanks(2, [stage](int) { return CountOps(stage); });
+  const auto [stage, backend] = GetParam();
+  auto outcomes = SpawnRanks(2, [&](int) { return CountOps(stage, backend); });
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, AccumulationTest, ::testing::Values(0, 1, 2));
+INSTANTIATE_TEST_SUITE_P(Stages, AccumulationTest,
+                         ::testing::Combine(::testing::Values(0, 1, 2),
+                                            ::testing::Values(comm::BackendKind::kGloo,
+                                                              comm::BackendKind::kShm)));
 
 }  // namespace
 }  // namespace zerotrain::engine

@@ -7,6 +7,19 @@
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine::testing {
+
+WideMlp::WideMlp() {
+  torch::manual_seed(7);
+  for (int i = 0; i < 6; ++i) {
+    layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(1024, 1024)));
+  }
+}
+
+torch::Tensor WideMlp::forward(const torch::Tensor& x) {
+  torch::Tensor h = x;
+  for (auto& l : layers) h = torch::relu(l->forward(h));
+  return h;
+}
 namespace {
 
 // 10 -> 17 -> 5: 277 parameters, odd, so no world size above 1 divides them.

@@ -1,8 +1,8 @@
 // Test support for the engine: tiny networks (an MLP, the same MLP half in bf16, a pre-norm
-// transformer block, one with a tied matrix and a submodule called twice, a stack of layers),
-// deterministic global batches, the process-group join SpawnRanks children use, and the
-// independent reference: a plain single-process LibTorch loop with torch::optim::AdamW (or another
-// optimizer the test supplies).
+// transformer block, one with a tied matrix and a submodule called twice, a stack of layers), a
+// wide one whose model states dominate memory, deterministic global batches, the process-group
+// join SpawnRanks children use, and the independent reference: a plain single-process LibTorch
+// loop with torch::optim::AdamW (or another optimizer the test supplies).
 #pragma once
 
 #include <torch/torch.h>
@@ -27,6 +27,14 @@ const char* ModelName(ModelKind kind);
 
 struct TestNet : torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
+// Six 1024x1024 linear layers (6.3M parameters): large enough that the model states dominate a
+// process's memory, for the tests that hold each stage to what it should hold.
+struct WideMlp : TestNet {
+  WideMlp();
+  torch::Tensor forward(const torch::Tensor& x) override;
+  std::vector<torch::nn::Linear> layers;
 };
 
 // Same weights in every process for the same kind (seeded inside).

@@ -68,21 +68,22 @@ absl::StatusOr<void*> AllocateHostMemory(int64_t bytes, int64_t alignment, HostM
     return absl::FailedPreconditionError(absl::StrCat(
         "AllocateHostMemory: cudaHostAlloc is unavailable: ", CudaHostAllocAvailability().reason));
   }
-  void* p = nullptr;
-  const cudaError_t e = cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault);
+  // cudaHostAlloc promises no alignment: on an H200 machine it returned blocks aligned to less
+  // than a page for small sizes. So every pinned block is over-allocated and its start rounded up
+  // to `alignment`; the word before that start keeps the pointer cudaFreeHost needs.
+  const size_t word = sizeof(void*);
+  const size_t total = static_cast<size_t>(bytes) + static_cast<size_t>(alignment) + word;
+  void* raw = nullptr;
+  const cudaError_t e = cudaHostAlloc(&raw, total, cudaHostAllocDefault);
   if (e != cudaSuccess) {
     cudaGetLastError();
     return absl::ResourceExhaustedError(absl::StrCat("AllocateHostMemory: cudaHostAlloc of ", bytes,
                                                      " bytes failed: ", cudaGetErrorString(e)));
   }
-  // cudaHostAlloc promises page alignment only; a larger requested alignment must be refused
-  // rather than silently violated.
-  if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(alignment) != 0) {
-    cudaFreeHost(p);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AllocateHostMemory: cudaHostAlloc returned memory aligned to less than ", alignment,
-        " bytes; use an alignment of at most the page size with use_cuda_host_alloc"));
-  }
+  const uintptr_t mask = static_cast<uintptr_t>(alignment) - 1;
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + word + mask) & ~mask;
+  void* p = reinterpret_cast<void*>(start);
+  static_cast<void**>(p)[-1] = raw;
   return p;
 #else
   return absl::FailedPreconditionError(absl::StrCat(
@@ -94,7 +95,7 @@ void FreeHostMemory(void* ptr, HostMemoryKind kind) {
   if (ptr == nullptr) return;
 #ifdef ZT_WITH_CUDA
   if (kind == HostMemoryKind::kCudaPinned) {
-    cudaFreeHost(ptr);
+    cudaFreeHost(static_cast<void**>(ptr)[-1]);
     return;
   }
 #endif

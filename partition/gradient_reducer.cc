@@ -18,11 +18,13 @@ using comm::ReduceOp;
 
 namespace {
 
-// Stage 2 keeps at most this many full-size buckets' worth of reductions (and their staging) in
-// flight; the hook that would exceed it first waits for the oldest, as DeepSpeed's double-
-// buffered buckets do. Counted in elements, so that the small buckets of stage 3's per-submodule
-// segments do not each become a point where backward waits.
-constexpr int64_t kStagedBucketsInFlight = 2;
+// At most this many full-size buckets' worth of reductions are in flight (with their staging,
+// output buffers and whatever the transport holds per operation: Gloo's reduce-scatter keeps a
+// copy of its input); the hook that would exceed it first waits for the oldest, as DeepSpeed's
+// double-buffered buckets do. Without the bound stage 1 held every bucket's copy at once and
+// peaked above stage 0 (engine_memory_test). Counted in elements, so that the small buckets of
+// stage 3's per-submodule segments do not each become a point where backward waits.
+constexpr int64_t kStagedBucketsInFlight = 1;
 
 // Runs right after autograd has accumulated a parameter's gradient into .grad: hands it to the
 // reducer, which copies it out and drops .grad, so the parameters' gradients never all exist at
@@ -204,7 +206,10 @@ void GradientReducer::Launch(int bucket) {
   if (options_.stage == 2) ZeroUncovered(bucket);
   PendingReduction launch;
   at::Tensor in = options_.stage == 2 ? Staging(bucket) : flat_grad_.Range(b.begin, b.numel);
-  if (options_.stage == 0 || !options_.reduce_scatter) {
+  // The input is scratch (stage 1 keeps only its owned slice, stage 2 drops the staging), so where
+  // the transport's reduce-scatter would copy it whole and all-reduce the copy, all-reducing it in
+  // place gives the same owned slice without the copy or an output buffer.
+  if (options_.stage == 0 || !options_.reduce_scatter || group_->reduce_scatter_copies_input()) {
     launch.work = group_->AllReduceAsync(in, ReduceOp::kAvg);
     if (options_.stage == 2) {
       at::Tensor dst = grad_shard_.Range(b.shard_offset, b.slice);
@@ -237,10 +242,8 @@ void GradientReducer::Launch(int bucket) {
   launch.numel = b.numel;
   in_flight_numel_ += b.numel;
   pending_.push_back(std::move(launch));
-  if (options_.stage == 2) {
-    const int64_t budget = kStagedBucketsInFlight * params_->layout().bucket_numel();
-    while (pending_.size() > 1 && in_flight_numel_ > budget) Drain(pending_.size() - 1);
-  }
+  const int64_t budget = kStagedBucketsInFlight * params_->layout().bucket_numel();
+  while (pending_.size() > 1 && in_flight_numel_ > budget) Drain(pending_.size() - 1);
 }
 
 void GradientReducer::Drain(size_t keep) {

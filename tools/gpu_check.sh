@@ -17,6 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # (the binary's own flags, no "--" as after `bazel run`; a config outside trainer/configs also
 # goes under DATA below).
 CHECKS=(
+  "pinned_host_pool   //offload:pinned_host_pool_test"
   "nccl_backend       //comm:nccl_backend_test"
   "fused_adam_cuda    //optim:fused_adam_cuda_test"
   "recompute_cuda     //recompute:activation_checkpoint_cuda_test"

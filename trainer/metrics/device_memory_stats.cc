@@ -1,6 +1,7 @@
 // CUDA allocator statistics through c10::getDeviceAllocator; LibTorch errors become Status.
 #include "trainer/metrics/device_memory_stats.h"
 
+#include <ATen/Context.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
@@ -20,6 +21,14 @@ absl::Status CheckDevice(int device) {
   if (device < 0 || device >= count) {
     return absl::InvalidArgumentError(
         absl::StrCat("device: ", device, " (", count, " CUDA devices visible)"));
+  }
+  // The caching allocator knows the devices only after CUDA's lazy initialisation: before it
+  // (nothing allocated yet), its statistics calls throw "Invalid device argument".
+  try {
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+  } catch (const c10::Error& e) {
+    return absl::UnavailableError(
+        absl::StrCat("initialising CUDA for device ", device, ": ", e.what_without_backtrace()));
   }
   return absl::OkStatus();
 }
