@@ -1,10 +1,12 @@
 // A counting wrapper around LibTorch's CPU allocator (tensor_memory.h). Each allocation carries a
 // small block that remembers its size and the base allocator's DataPtr; freeing the block frees
-// the memory and takes its bytes off the count.
+// the memory and takes its bytes off the count. And the call that hands freed pages back.
 #include "engine/tensor_memory.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+
+#include <malloc.h>
 
 #include <atomic>
 #include <mutex>
@@ -75,5 +77,7 @@ int64_t CpuTensorBytes() { return live_bytes.load(std::memory_order_relaxed); }
 int64_t CpuTensorPeakBytes() { return peak_bytes.load(std::memory_order_relaxed); }
 
 void ResetCpuTensorPeak() { peak_bytes.store(live_bytes.load(std::memory_order_relaxed)); }
+
+void ReturnFreedHostMemory() { malloc_trim(0); }
 
 }  // namespace zerotrain::engine

@@ -1,9 +1,12 @@
 // The CPU tensor counter: live bytes follow allocations and frees (views and in-place ops add
 // nothing), the peak is the high-water mark and resets to the live bytes, and tensors from before
-// the install are never counted.
+// the install are never counted. ReturnFreedHostMemory gives back a freed buffer glibc kept.
 #include "engine/tensor_memory.h"
 
 #include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "gtest/gtest.h"
 
@@ -37,6 +40,32 @@ TEST(CpuTensorCounter, CountsLiveBytesAndTheirPeak) {
   { at::Tensor c = at::zeros({3, 1000}, at::kDouble); }
   EXPECT_EQ(CpuTensorPeakBytes() - base, 3 * 1000 * 8);
   EXPECT_EQ(CpuTensorBytes(), base);
+}
+
+int64_t ResidentBytes() {
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return -1;
+  const int read = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return read == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : -1;
+}
+
+TEST(ReturnFreedHostMemory, GivesBackABufferGlibcKept) {
+  constexpr int64_t kBytes = 24 << 20;
+  // glibc maps the first 24 MiB block and, once it is freed, raises its mapping threshold past
+  // it; the next one comes from the heap, and a later small block keeps the heap from shrinking.
+  at::empty({kBytes}, at::kByte).fill_(1);
+  at::Tensor big = at::empty({kBytes}, at::kByte).fill_(1);
+  at::Tensor pin = at::ones({1000}, at::kByte);
+  const int64_t with = ResidentBytes();
+  big = at::Tensor();
+  const int64_t kept = ResidentBytes();
+  ReturnFreedHostMemory();
+  const int64_t after = ResidentBytes();
+  ASSERT_GT(with, 0);
+  EXPECT_GT(kept, with - kBytes / 2) << "glibc gave the buffer back by itself: nothing to test";
+  EXPECT_LT(after, kept - kBytes / 2) << "RSS " << with << " -> " << kept << " -> " << after;
 }
 
 }  // namespace

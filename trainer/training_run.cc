@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/manifest.h"
 #include "engine/engine.h"
+#include "engine/tensor_memory.h"
 #include "partition/sharded_init.h"
 #include "tools/status_macros.h"
 #include "trainer/data/data_position.h"
@@ -177,6 +178,8 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kBackward, t.engine->Backward(loss)));
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kStep, t.engine->Step()));
   }
+  // What the step freed goes back to the system, not into glibc's heaps (tensor_memory.h).
+  engine::ReturnFreedHostMemory();
   return loss_sum / static_cast<double>(gas);
 }
 
