@@ -54,10 +54,8 @@ absl::StatusOr<int64_t> WideMlpPeak(EngineOptions options, comm::ProcessGroup* g
   {
     auto net = std::make_shared<WideMlp>();
     options.train_batch_size = 8;
-    // 1/24 of the model: stage 2's two staged buckets must stay below the gradients it saves over
-    // stage 1 (engine_memory_test holds the CPU to the same).
-    options.reduce_bucket_size = 1 << 18;
-    options.allgather_bucket_size = 1 << 18;
+    options.reduce_bucket_size = WideMlp::kBucketNumel;
+    options.allgather_bucket_size = WideMlp::kBucketNumel;
     ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, options, group));
     for (int step = 0; step < 2; ++step) {
       torch::Tensor loss;

@@ -43,7 +43,8 @@ void ResetPeak(c10::Device device);
 int64_t PeakAllocated(c10::Device device);
 
 // The allocator's peak over two steps of a fresh WideMlp under an engine with `options` on
-// `group` (train batch 8 and buckets of 2^18 elements set here; the net and engine freed after).
+// `group` (train batch 8 and WideMlp::kBucketNumel buckets set here; the net and engine freed
+// after).
 absl::StatusOr<int64_t> WideMlpPeak(EngineOptions options, comm::ProcessGroup* group);
 
 }  // namespace zerotrain::engine::testing

@@ -34,11 +34,8 @@ absl::StatusOr<Peaks> StagePeaks(int stage, comm::ProcessGroup* group) {
   EngineOptions o;
   o.stage = stage;
   o.train_batch_size = 8;
-  // Buckets of 1/24 of the model: stage 2 double-buffers two of them during backward, which must
-  // stay below the half of the gradients it saves over stage 1 (with 1/6 of the model per bucket,
-  // as before, the two were equal).
-  o.reduce_bucket_size = 1 << 18;
-  o.allgather_bucket_size = 1 << 18;
+  o.reduce_bucket_size = testing::WideMlp::kBucketNumel;
+  o.allgather_bucket_size = testing::WideMlp::kBucketNumel;
   o.stage3.prefetch_numel = 1 << 21;
   o.stage3.max_live_numel = 1 << 22;
   const int64_t base = CpuTensorBytes();
@@ -63,7 +60,7 @@ absl::StatusOr<Peaks> StagePeaks(int stage, comm::ProcessGroup* group) {
   return peaks;
 }
 
-// "create step" per stage 0-3, in bytes, on this rank.
+// "create backward step" per stage 0-3, in bytes, on this rank.
 absl::StatusOr<std::string> PeaksByStage() {
   InstallCpuTensorCounter();
   ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());

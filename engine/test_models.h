@@ -32,6 +32,10 @@ struct TestNet : torch::nn::Module {
 // Six 1024x1024 linear layers (6.3M parameters): large enough that the model states dominate a
 // process's memory, for the tests that hold each stage to what it should hold.
 struct WideMlp : TestNet {
+  // The bucket size (reduce and all-gather) its memory tests use: 1/24 of the model. Stage 2
+  // double-buffers two buckets in backward, which must stay below the half of the gradients it
+  // saves over stage 1 on two ranks (at 1/6 of the model per bucket the two were equal).
+  static constexpr int64_t kBucketNumel = 1 << 18;
   WideMlp();
   torch::Tensor forward(const torch::Tensor& x) override;
   std::vector<torch::nn::Linear> layers;

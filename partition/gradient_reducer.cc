@@ -19,12 +19,12 @@ using comm::ReduceOp;
 namespace {
 
 // At most this many full-size buckets' worth of reductions are in flight (with their staging,
-// output buffers and whatever the transport holds per operation: Gloo's reduce-scatter keeps a
-// copy of its input); the hook that would exceed it first waits for the oldest, as DeepSpeed's
-// double-buffered buckets do. Without the bound stage 1 held every bucket's copy at once and
-// peaked above stage 0 (engine_memory_test). Counted in elements, so that the small buckets of
-// stage 3's per-submodule segments do not each become a point where backward waits.
-constexpr int64_t kStagedBucketsInFlight = 1;
+// output buffers and whatever the transport holds per operation) while the next bucket fills; the
+// hook that would exceed it first waits for the oldest, as DeepSpeed's double-buffered buckets do.
+// Without the bound stage 1 held every bucket's buffers at once and peaked above stage 0
+// (engine_memory_test). Counted in elements, so that the small buckets of stage 3's per-submodule
+// segments do not each become a point where backward waits.
+constexpr int64_t kBucketsInFlight = 1;
 
 // Runs right after autograd has accumulated a parameter's gradient into .grad: hands it to the
 // reducer, which copies it out and drops .grad, so the parameters' gradients never all exist at
@@ -242,7 +242,7 @@ void GradientReducer::Launch(int bucket) {
   launch.numel = b.numel;
   in_flight_numel_ += b.numel;
   pending_.push_back(std::move(launch));
-  const int64_t budget = kStagedBucketsInFlight * params_->layout().bucket_numel();
+  const int64_t budget = kBucketsInFlight * params_->layout().bucket_numel();
   while (pending_.size() > 1 && in_flight_numel_ > budget) Drain(pending_.size() - 1);
 }
 
