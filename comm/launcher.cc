@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -101,6 +102,23 @@ std::string JobId(const LaunchOptions& o) {
   if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, 5, "host");
   std::random_device random;
   return absl::StrCat(host, "-", getpid(), "-", absl::Hex(random(), absl::kZeroPad8));
+}
+
+// `text` as the inside of a JSON string.
+std::string JsonEscaped(absl::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      absl::StrAppend(&out, "\\u", absl::Hex(u, absl::kZeroPad4));
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 bool EchoesPeerFailure(const std::string& message) {
@@ -326,10 +344,17 @@ void DieWithLauncher() {
 }
 
 void ReportRankError(const std::string& message) {
-  const char* path = std::getenv(kErrorFileVar);
-  if (path == nullptr) return;
-  std::ofstream out(path, std::ios::trunc);
-  out << message << "\n";
+  if (const char* path = std::getenv(kErrorFileVar); path != nullptr) {
+    std::ofstream out(path, std::ios::trunc);
+    out << message << "\n";
+  }
+  // torchrun's agent reads {"message": ..., "timestamp": ...} from here and shows the message
+  // as the failure's root cause.
+  if (const char* path = std::getenv("TORCHELASTIC_ERROR_FILE"); path != nullptr) {
+    std::ofstream out(path, std::ios::trunc);
+    out << "{\"message\": \"" << JsonEscaped(absl::StrCat("zerotrain: ", message))
+        << "\", \"timestamp\": " << std::time(nullptr) << "}\n";
+  }
 }
 
 }  // namespace zerotrain::comm

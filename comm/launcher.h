@@ -56,8 +56,9 @@ bool LaunchedByLauncher();
 // outlives a launcher killed with SIGKILL.
 void DieWithLauncher();
 
-// In a rank: leaves `message` where the launcher looks for the rank's error (ZT_ERROR_FILE), so
-// the launcher can report it; a no-op when the variable is unset.
+// In a rank: leaves `message` where the launcher looks for the rank's error, so the launcher can
+// report it: ZT_ERROR_FILE (ours) and TORCHELASTIC_ERROR_FILE (torchrun's, as the JSON its agent
+// reads, so its "Root Cause" is this line); neither is written when its variable is unset.
 void ReportRankError(const std::string& message);
 
 }  // namespace zerotrain::comm

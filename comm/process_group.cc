@@ -70,22 +70,59 @@ absl::Status CheckSameJob(c10d::Store& store, const RendezvousInfo& info,
   }
 }
 
+// Every rank marks its arrival and waits for the others', so that a rank that never comes (a
+// world size that disagrees with the ranks the launcher started, a rank that died at start-up)
+// is one line naming it, not a backend's timeout on some key.
+absl::Status AwaitEveryRank(c10d::Store& store, const RendezvousInfo& info,
+                            const std::string& where, std::chrono::milliseconds timeout) {
+  auto key = [](int rank) { return absl::StrCat("zt/arrived/", rank); };
+  std::vector<std::string> keys;
+  for (int r = 0; r < info.world_size; ++r) keys.push_back(key(r));
+  try {
+    store.set(key(info.rank), std::vector<uint8_t>{1});
+    store.wait(keys, timeout);
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    std::vector<int> missing;
+    try {
+      for (int r = 0; r < info.world_size; ++r) {
+        if (!store.check({key(r)})) missing.push_back(r);
+      }
+    } catch (const std::exception&) {
+      // The store is gone too: report what the wait said.
+    }
+    if (missing.empty()) {
+      absl::Status s = StatusFromException(e);
+      return absl::Status(
+          s.code(), absl::StrCat("rendezvous: rank ", info.rank, " waiting for the other ranks at ",
+                                 where, ": ", s.message()));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "rendezvous: rank", missing.size() > 1 ? "s " : " ", absl::StrJoin(missing, ", "), " of ",
+        info.world_size, " did not reach the store at ", where, " within ", timeout.count(),
+        " ms (this is rank ", info.rank, "; the world size came from ", info.source,
+        "'s variables: did the launcher start ", info.world_size, " ranks?)"));
+  }
+}
+
 absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
     const RendezvousInfo& info, std::chrono::milliseconds timeout) {
   static std::mutex mu;
   static auto* stores = new std::map<std::string, SharedStore>();
   std::lock_guard<std::mutex> lock(mu);
   const std::string key = absl::StrCat(info.master_addr, ":", info.master_port);
-  SharedStore& shared = (*stores)[key];
+  SharedStore& shared = (*stores)[key + "/" + info.store_prefix];
+  // torchrun's agent hosts the store already; else rank 0 hosts it.
+  const bool host = info.rank == 0 && !info.store_hosted_by_launcher;
   if (!shared.store) {
-    if (info.rank == 0 && absl::IsFailedPrecondition(CheckPortFree(info.master_port))) {
+    if (host && absl::IsFailedPrecondition(CheckPortFree(info.master_port))) {
       return PortInUse(info, key);
     }
     c10::intrusive_ptr<c10d::Store> store;
     try {
       c10d::TCPStoreOptions so;
       so.port = static_cast<uint16_t>(info.master_port);
-      so.isServer = info.rank == 0;
+      so.isServer = host;
       so.numWorkers = info.world_size;
       so.waitWorkers = false;
       so.timeout = timeout;
@@ -93,16 +130,20 @@ absl::StatusOr<std::pair<c10::intrusive_ptr<c10d::Store>, int>> StoreFor(
     } catch (const std::exception& e) {
       absl::Status s = StatusFromException(e);
       // Taken between the probe and the bind.
-      if (info.rank == 0 && (absl::StrContains(s.message(), "EADDRINUSE") ||
-                             absl::StrContains(s.message(), "Address already in use"))) {
+      if (host && (absl::StrContains(s.message(), "EADDRINUSE") ||
+                   absl::StrContains(s.message(), "Address already in use"))) {
         return PortInUse(info, key);
       }
       return absl::Status(
           s.code(), absl::StrCat("rendezvous: rank ", info.rank, " of ", info.world_size,
-                                 " could not ", info.rank == 0 ? "host" : "reach", " the store at ",
-                                 key, " within ", timeout.count(), " ms: ", s.message()));
+                                 " could not ", host ? "host" : "reach", " the store at ", key,
+                                 " within ", timeout.count(), " ms: ", s.message()));
+    }
+    if (!info.store_prefix.empty()) {
+      store = c10::make_intrusive<c10d::PrefixStore>(info.store_prefix, store);
     }
     ZT_RETURN_IF_ERROR(CheckSameJob(*store, info, key));
+    ZT_RETURN_IF_ERROR(AwaitEveryRank(*store, info, key, timeout));
     shared.store = store;
   }
   return std::make_pair(shared.store, shared.groups++);

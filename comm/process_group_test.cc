@@ -126,7 +126,8 @@ TEST(ProcessGroupFailure, RendezvousWithAMissingRankTimesOut) {
     if (rank == 1) return std::string("0|absent");
     return TimedFailure([&] { return JoinGroupFromEnv(ShortTimeout()).status(); });
   });
-  ExpectFailedInTime(outcomes[0], "rank 0 of 2");
+  ExpectFailedInTime(outcomes[0], "rendezvous: rank 1 of 2 did not reach the store at 127.0.0.1:");
+  ExpectFailedInTime(outcomes[0], "(this is rank 0; the world size came from torchrun's variables");
 }
 
 // Two jobs given one port: the rank of the other job is refused by name before it writes anything

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/store_address.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::comm {
@@ -38,6 +39,19 @@ absl::StatusOr<int> ReadInt(const EnvLookup& env, const char* name, int min, int
   return value;
 }
 
+// torchrun's agent store and restart count (RendezvousInfo's fields say why).
+absl::Status ReadTorchElastic(const EnvLookup& env, RendezvousInfo& info) {
+  if (env("TORCHELASTIC_RESTART_COUNT") != nullptr) {
+    ZT_ASSIGN_OR_RETURN(info.restart_count, ReadInt(env, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 20));
+  }
+  const char* agent = env("TORCHELASTIC_USE_AGENT_STORE");
+  info.store_hosted_by_launcher = agent != nullptr && std::string(agent) == "True";
+  if (info.store_hosted_by_launcher) {
+    info.store_prefix = absl::StrCat("zt/attempt", info.restart_count, "/");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string JobIdFromEnv(const EnvLookup& env) {
@@ -46,7 +60,10 @@ std::string JobIdFromEnv(const EnvLookup& env) {
     if (id != nullptr && *id != '\0') return id;
   }
   const char* slurm_job = env("SLURM_JOB_ID");
-  if (slurm_job == nullptr || *slurm_job == '\0') return "";
+  if (slurm_job == nullptr || *slurm_job == '\0') {
+    const char* mpi_job = env("OMPI_MCA_ess_base_jobid");
+    return mpi_job != nullptr ? absl::StrCat("openmpi-", mpi_job) : "";
+  }
   // Steps of one allocation are separate jobs (two sruns may run side by side).
   const char* step = env("SLURM_STEP_ID");
   return step != nullptr && *step != '\0' ? absl::StrCat(slurm_job, ".", step) : slurm_job;
@@ -81,13 +98,17 @@ absl::StatusOr<RendezvousInfo> RendezvousFromEnv(const EnvLookup& env) {
     ZT_ASSIGN_OR_RETURN(info.local_rank, ReadInt(env, scheme->local_rank, 0, info.world_size - 1));
   }
   const char* addr = env("MASTER_ADDR");
-  if (addr == nullptr || *addr == '\0') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rendezvous: MASTER_ADDR is not set (", scheme->source,
-                     " variables were found; MASTER_ADDR/MASTER_PORT name rank 0's store)"));
+  if (addr != nullptr && *addr != '\0') {
+    info.master_addr = addr;
+  } else {
+    ZT_ASSIGN_OR_RETURN(info.master_addr, DerivedStoreHost(info.source, env));
   }
-  info.master_addr = addr;
-  ZT_ASSIGN_OR_RETURN(info.master_port, ReadInt(env, "MASTER_PORT", 1, 65535));
+  if (env("MASTER_PORT") != nullptr || info.source == "torchrun") {
+    ZT_ASSIGN_OR_RETURN(info.master_port, ReadInt(env, "MASTER_PORT", 1, 65535));
+  } else {
+    ZT_ASSIGN_OR_RETURN(info.master_port, DerivedStorePort(info.source, env));
+  }
+  ZT_RETURN_IF_ERROR(ReadTorchElastic(env, info));
   info.job_id = JobIdFromEnv(env);
   return info;
 }

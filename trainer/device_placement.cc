@@ -124,9 +124,11 @@ absl::StatusOr<int> LocalWorldSizeFromEnv(const std::function<const char*(const 
     return n;
   }
   // Slurm writes "2(x3)" or "2,1" for uneven nodes; only a plain number says this node's count.
-  if (const char* value = env("SLURM_NTASKS_PER_NODE"); value != nullptr) {
+  // srun sets the step's count; --ntasks-per-node the job's.
+  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
+    const char* value = env(name);
     int n = 0;
-    if (absl::SimpleAtoi(value, &n) && n > 0) return n;
+    if (value != nullptr && absl::SimpleAtoi(value, &n) && n > 0) return n;
   }
   return 0;
 }

@@ -130,6 +130,9 @@ TEST(DevicePlacementTest, LocalWorldSizeFromTheLaunchersVariables) {
   EXPECT_EQ(*from({{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}), 2);
   EXPECT_EQ(*from({{"SLURM_NTASKS_PER_NODE", "8"}}), 8);
   EXPECT_EQ(*from({{"SLURM_NTASKS_PER_NODE", "2(x3)"}}), 0);  // not one number: unknown
+  // srun's own count for its step wins over the job's --ntasks-per-node.
+  EXPECT_EQ(*from({{"SLURM_STEP_TASKS_PER_NODE", "2"}, {"SLURM_NTASKS_PER_NODE", "8"}}), 2);
+  EXPECT_EQ(*from({{"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}, {"SLURM_NTASKS_PER_NODE", "8"}}), 8);
   EXPECT_EQ(*from({}), 0);
   auto bad = from({{"LOCAL_WORLD_SIZE", "two"}});
   ASSERT_FALSE(bad.ok());

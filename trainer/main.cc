@@ -57,8 +57,10 @@ void LogEachOp(const CommsLoggerOptions& c, comm::ProcessGroup* group) {
 constexpr int kBadInput = 2;
 constexpr int kDefaultRanks = 2;
 
+// Also where a rank's launcher looks for its error (torchrun's "Root Cause" included).
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "zerotrain: error: %s\n", message.c_str());
+  comm::ReportRankError(message);
   return code;
 }
 
@@ -142,11 +144,13 @@ int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
   comm::DieWithLauncher();
   // Only reads the variables (Main has already); the rendezvous is ProcessGroup::Create's.
   auto info = comm::RendezvousFromEnv();
-  auto placed = info.ok() ? PlaceRank(unplaced, *info) : info.status();
-  if (!placed.ok()) {
-    comm::ReportRankError(std::string(placed.status().message()));
-    return Fail(kBadInput, std::string(placed.status().message()));
+  if (info.ok() && flags.local_rank >= 0 && flags.local_rank != info->local_rank) {
+    info = absl::InvalidArgumentError(absl::StrCat("--local_rank=", flags.local_rank,
+                                                   " disagrees with the job's local rank ",
+                                                   info->local_rank, " (", info->source, ")"));
   }
+  auto placed = info.ok() ? PlaceRank(unplaced, *info) : info.status();
+  if (!placed.ok()) return Fail(kBadInput, std::string(placed.status().message()));
   const TrainerConfig& config = *placed;
   const int rank = info->rank;
   absl::Status s = [&]() -> absl::Status {
@@ -215,6 +219,9 @@ int Main(int argc, char** argv) {
   if (!world.ok()) return Fail(kBadInput, std::string(world.status().message()));
   auto config = ValidateConfig(*proto, *world, &warnings);
   if (!config.ok()) return Fail(kBadInput, std::string(config.status().message()));
+  // A group torchrun restarted continues from its own newest checkpoint.
+  auto info = InJob(*flags) ? comm::RendezvousFromEnv() : comm::RendezvousInfo{};
+  ResolveAutoResume(config->run, info.ok() ? info->restart_count : 0);
   // Once per job: by the launcher, or by rank 0 under another launcher.
   const char* rank = std::getenv("RANK");
   if (!comm::LaunchedByLauncher() && (rank == nullptr || std::string(rank) == "0")) {

@@ -29,6 +29,7 @@ With no flags: trains the default GPT (trainer/configs/default.pbtxt) on 2 local
   --nnodes=N --node_rank=K --master_addr=HOST --master_port=PORT   multi-node placement
                          (--master_port: the rendezvous port; default a free one on one node,
                          29500 across nodes)
+  --local_rank=N         as DeepSpeed's launcher passes it to each rank: must equal LOCAL_RANK
   --generate             load the model (model.init_from, or the zerotrain checkpoint
                          run.resume_from names), continue a prompt and print it; then exit.
                          --prompt=TEXT (through data.tokenizer; without one, a token per
@@ -94,6 +95,10 @@ absl::StatusOr<MainFlags> ParseMainFlags(int argc, const char* const* argv) {
       {"temperature", Double(&f.temperature)},
       {"top_k", Int(&f.top_k)},
       {"seed", Int(&f.seed)},
+      {"local_rank",
+       [&f](const std::string& v) {
+         return absl::SimpleAtoi(v, &f.local_rank) && f.local_rank >= 0;
+       }},
   };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -23,6 +23,8 @@ struct MainFlags {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port on one node, 29500 across nodes (comm::LaunchOptions)
+  // DeepSpeed's launcher appends --local_rank=N to each rank's arguments; -1 = not given.
+  int local_rank = -1;
   // Advisor inputs (--estimate_memory); 0 = take them from the config's model.
   std::string params;  // counts like 1.3B or 125M
   std::string largest_layer_params;

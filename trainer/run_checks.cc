@@ -65,6 +65,13 @@ absl::Status CheckResume(const RunOptions& run) {
 
 }  // namespace
 
+void ResolveAutoResume(RunOptions& run, int restart_count) {
+  if (run.resume_from != kAutoResume && !(run.resume_from.empty() && restart_count > 0)) return;
+  const std::string mine = run.output_dir + "/checkpoints";
+  std::error_code ec;
+  run.resume_from = fs::exists(mine + "/" + checkpoint::kLatestFileName, ec) ? mine : "";
+}
+
 absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field) {
   const auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(field, " = \"", dir, "\": ", why));

@@ -13,6 +13,12 @@ namespace zerotrain::trainer {
 // Everything below for a job of `world_size` ranks. Leaves nothing behind.
 absl::Status CheckRunInputs(const TrainerConfig& config, int world_size);
 
+// run.resume_from = "auto", or none set in a group that torchrun restarted (restart_count > 0,
+// TORCHELASTIC_RESTART_COUNT): the newest complete checkpoint in <output_dir>/checkpoints (the
+// one its `latest` names, written only once the checkpoint is whole), or "" when there is none
+// yet. Every rank and the launcher resolve it alike, from the same directory.
+void ResolveAutoResume(RunOptions& run, int restart_count);
+
 // Fails, naming `field` and the path, when `dir` cannot be created or written: it is created, with
 // a probe file in it, and whatever the check made is removed again.
 absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field);

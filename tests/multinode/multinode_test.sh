@@ -1,17 +1,19 @@
 #!/bin/bash
 # Two "machines" on one host: two network namespaces joined by a veth pair, 2 ranks of
-# //trainer:main in each. Trains through --nnodes=2, through torchrun's variables and through
-# Slurm's, and checks that each run's per-step losses (metrics.csv) equal, as text with every
+# //trainer:main in each. Trains through --nnodes=2, through the real torchrun --nnodes=2 (its
+# static and c10d rendezvous), the real mpirun -np 4 (with MASTER_ADDR; without it, the one-line
+# error), through torchrun's variables and through Slurm's, and checks that each run's per-step losses (metrics.csv) equal, as text with every
 # digit written, those of one 4-rank node. Then cuts the link mid-run and checks that every rank
 # of both nodes fails within run.comm_timeout_s, naming a peer on the other side. With `tc
 # netem` (where the kernel has sch_netem) a run with added delay and loss must still give the
 # same losses. Needs root (ip netns); without it, or where namespaces cannot be made, it says
 # why and passes.
 #
-# Usage: multinode_test.sh <path of //trainer:main>
+# Usage: multinode_test.sh <path of //trainer:main> <the venv's torch/ folder>
 set -euo pipefail
 
 MAIN=$(realpath "$1")
+TORCHRUN=$(realpath "$2/../../../../bin")/torchrun
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/multinode.XXXXXX")
 ID="$$$((RANDOM % 100))"  # unique per run: namespace and interface names (<= 15 chars)
 NS_A="ztmn${ID}a" NS_B="ztmn${ID}b" VETH_A="ztv${ID}a" VETH_B="ztv${ID}b"
@@ -86,7 +88,7 @@ in_ns() {
   done
   shift
   ip netns exec "$ns" env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u SLURM_PROCID \
-    -u GLOO_SOCKET_IFNAME "${env[@]}" "$MAIN" "$@" >"$log" 2>&1 &
+    -u GLOO_SOCKET_IFNAME "${env[@]}" ${PROGRAM:-"$MAIN"} "$@" >"$log" 2>&1 &
   CHILDREN+=($!)
   LAST=$!
 }
@@ -128,6 +130,57 @@ for node in 0 1; do
 done
 wait_all "--nnodes=2" "${nodes[@]}"
 same_losses nnodes
+
+# The real torchrun, one agent per node: its static rendezvous (node 0's agent hosts the store)
+# and its c10d one.
+[ -x "$TORCHRUN" ] || fail "no $TORCHRUN: run tools/setup.sh"
+for rdzv in static c10d; do
+  nodes=()
+  for node in 0 1; do
+    ns=$NS_A && [ $node -eq 1 ] && ns=$NS_B
+    if [ $rdzv = static ]; then
+      how=(--node_rank=$node --master_addr=$ADDR_A --master_port=29505)
+    else
+      # Both namespaces share one host name, which resolves to neither node's address: tell
+      # torchrun each node's address and which node hosts the endpoint, as users of such
+      # machines do (else it hands the workers MASTER_ADDR=<host name>).
+      how=(--rdzv-backend=c10d --rdzv-endpoint=$ADDR_A:29506 --rdzv-id=zt-mn
+        --local-addr=$([ $node -eq 0 ] && echo $ADDR_A || echo $ADDR_B)
+        --rdzv-conf=is_host=$([ $node -eq 0 ] && echo true || echo false))
+    fi
+    PROGRAM="$TORCHRUN" in_ns "$ns" "$WORK/torchrun_$rdzv$node.log" -- --nnodes=2 \
+      --nproc_per_node=2 "${how[@]}" --no-python "$MAIN" --config="$(config torchrun_$rdzv "comm_timeout_s: 60")"
+    nodes+=("$LAST")
+  done
+  wait_all "torchrun --nnodes=2 ($rdzv rendezvous)" "${nodes[@]}"
+  same_losses torchrun_$rdzv
+done
+
+# Open MPI across the two "machines": mpirun in namespace A starts namespace B's daemon through an
+# rsh agent that enters B (as ssh would log in). Its variables do not say where rank 0 runs, so
+# without MASTER_ADDR every rank fails at once with the line naming it; with it, the same losses.
+command -v mpirun >/dev/null || fail "no mpirun (Debian's openmpi-bin): run tools/setup.sh"
+cat >"$WORK/ns_rsh.sh" <<EOF
+#!/bin/sh
+host=\$1
+shift
+case \$host in $ADDR_A) ns=$NS_A ;; $ADDR_B) ns=$NS_B ;; *) echo "ns_rsh: unknown host \$host" >&2; exit 1 ;; esac
+exec ip netns exec "\$ns" /bin/sh -c "\$*"
+EOF
+chmod +x "$WORK/ns_rsh.sh"
+printf '%s slots=2\n%s slots=2\n' $ADDR_A $ADDR_B >"$WORK/hostfile"
+MPIRUN="mpirun --allow-run-as-root -np 4 --hostfile $WORK/hostfile --mca plm_rsh_agent $WORK/ns_rsh.sh --mca oob_tcp_if_include 10.213.0.0/24 -x OMP_NUM_THREADS=1"
+rc=0
+PROGRAM="$MPIRUN $MAIN" in_ns "$NS_A" "$WORK/mpirun_noaddr.log" -- --config="$(config mpirun_noaddr)"
+wait "$LAST" || rc=$?
+[ "$rc" -ne 0 ] || fail "mpirun across nodes without MASTER_ADDR exited 0"
+grep -q "MASTER_ADDR is not set and this Open MPI job spans 2 nodes" "$WORK/mpirun_noaddr.log" ||
+  fail "mpirun across nodes without MASTER_ADDR: $(grep zerotrain "$WORK/mpirun_noaddr.log" | head -n 2)"
+say "mpirun -np 4 across two nodes without MASTER_ADDR: $(grep -m 1 'zerotrain: error' "$WORK/mpirun_noaddr.log")"
+PROGRAM="$MPIRUN -x MASTER_ADDR=$ADDR_A $MAIN" in_ns "$NS_A" "$WORK/mpirun.log" -- \
+  --config="$(config mpirun "comm_timeout_s: 60")"
+wait_all "mpirun -np 4 across two nodes" "$LAST"
+same_losses mpirun
 
 # torchrun's and Slurm's variables, one process per rank.
 for scheme in torchrun slurm; do

@@ -28,6 +28,8 @@ enum class DeviceRequest { kAuto, kCuda, kCpu };
 enum class DistBackend { kAuto, kGloo, kShm, kNccl };
 const char* DistBackendName(DistBackend backend);  // "auto", "gloo", "shm", "nccl"
 
+inline constexpr char kAutoResume[] = "auto";
+
 // The trainer loop's own settings (run section plus DeepSpeed's logging keys).
 struct RunOptions {
   int64_t steps = 0;  // optimizer steps
@@ -37,9 +39,11 @@ struct RunOptions {
   int64_t eval_iters = 0;     // micro-batches per eval loss
   int64_t steps_per_print = 0;
   bool wall_clock_breakdown = false;
-  int64_t sample_tokens = 0;     // generated after training; 0 = none
-  int64_t save_interval = 0;     // checkpoints into <output_dir>/checkpoints; 0 = none
-  std::string resume_from;       // a checkpoint directory to continue from; "" = fresh start
+  int64_t sample_tokens = 0;  // generated after training; 0 = none
+  int64_t save_interval = 0;  // checkpoints into <output_dir>/checkpoints; 0 = none
+  // A checkpoint directory to continue from; "" = fresh start; kAutoResume = this run's own
+  // newest checkpoint if it has one (ResolveAutoResume, run_checks.h).
+  std::string resume_from;
   bool check_calls = true;       // comm::GroupOptions::check_calls
   int64_t comm_timeout_s = 300;  // comm::GroupOptions::timeout
   DeviceRequest device = DeviceRequest::kAuto;

@@ -1,0 +1,139 @@
+#!/bin/bash
+# //trainer:main under real Slurm (Debian's slurm-wlm and munge): the test starts its own one-node
+# cluster (a munge key made for it, a generated slurm.conf, slurmctld and slurmd on free ports,
+# everything under one temporary directory, all stopped at the end even on failure), then runs
+# `srun -N1 -n2` and an `sbatch --wait` script with no MASTER_ADDR/MASTER_PORT (derived from the
+# step's node list and job id), and `scancel`s a running job: every rank must end and its newest
+# checkpoint must load. Losses must equal //trainer:main --nproc_per_node=2's. Where Slurm cannot
+# start here the test fails with the reason; it never skips.
+#
+# Usage: slurm_test.sh <//trainer:main>
+set -euo pipefail
+TEST_NAME=slurm_test
+MAIN=$(realpath "$1")
+WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/slurm.XXXXXX")
+# Unix socket paths are short (108 bytes): the cluster lives directly under /tmp.
+CLUSTER=$(mktemp -d /tmp/zt-slurm.XXXXXX)
+# shellcheck source=tests/launchers/launcher_cases.sh
+source "$(dirname "$0")/launcher_cases.sh"
+unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK
+for tool in munged slurmctld slurmd srun sbatch scancel squeue sinfo; do
+  command -v "$tool" >/dev/null || fail "no $tool (Debian's slurm-wlm and munge): run tools/setup.sh"
+done
+
+stop_cluster() {
+  local f pid
+  scancel --full --signal=KILL --user="$(id -un)" 2>/dev/null || true
+  for f in slurmd slurmctld munged; do
+    pid=$(cat "$CLUSTER/$f.pid" 2>/dev/null || true)
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  sleep 0.5
+  for f in slurmd slurmctld munged; do
+    pid=$(cat "$CLUSTER/$f.pid" 2>/dev/null || true)
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  done
+  pkill -9 -f "^$MAIN" 2>/dev/null || true
+  rm -rf "$CLUSTER"
+}
+trap stop_cluster EXIT
+
+start_cluster() {
+  mkdir -p "$CLUSTER/state" "$CLUSTER/spool" "$CLUSTER/munge"
+  chmod 700 "$CLUSTER/munge"
+  head -c 1024 /dev/urandom >"$CLUSTER/munge/munge.key"
+  chmod 600 "$CLUSTER/munge/munge.key"
+  munged --force --key-file="$CLUSTER/munge/munge.key" --socket="$CLUSTER/munge/sock" \
+    --pid-file="$CLUSTER/munged.pid" --log-file="$CLUSTER/munged.log" \
+    --seed-file="$CLUSTER/munge/seed" 2>"$CLUSTER/munged.err" ||
+    fail "munged did not start: $(cat "$CLUSTER/munged.err" "$CLUSTER/munged.log" 2>/dev/null | tail -n 3)"
+  cat >"$CLUSTER/slurm.conf" <<EOF
+ClusterName=zerotrain-test
+SlurmctldHost=localhost(127.0.0.1)
+SlurmUser=$(id -un)
+SlurmdUser=$(id -un)
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+AuthType=auth/munge
+AuthInfo=socket=$CLUSTER/munge/sock
+CredType=cred/munge
+StateSaveLocation=$CLUSTER/state
+SlurmdSpoolDir=$CLUSTER/spool
+SlurmctldPidFile=$CLUSTER/slurmctld.pid
+SlurmdPidFile=$CLUSTER/slurmd.pid
+SlurmctldLogFile=$CLUSTER/slurmctld.log
+SlurmdLogFile=$CLUSTER/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+FirstJobId=$((1000 + RANDOM))
+KillWait=10
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=zt Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+  export SLURM_CONF="$CLUSTER/slurm.conf"
+  slurmctld -f "$SLURM_CONF" -i >"$CLUSTER/slurmctld.out" 2>&1 ||
+    fail "slurmctld did not start: $(tail -n 3 "$CLUSTER/slurmctld.out" "$CLUSTER/slurmctld.log" 2>/dev/null)"
+  slurmd -f "$SLURM_CONF" -N localhost >"$CLUSTER/slurmd.out" 2>&1 ||
+    fail "slurmd did not start: $(tail -n 3 "$CLUSTER/slurmd.out" "$CLUSTER/slurmd.log" 2>/dev/null)"
+  for _ in $(seq 150); do
+    [ "$(sinfo -h -o %t 2>/dev/null)" = "idle" ] && return
+    sleep 0.2
+  done
+  fail "the one-node cluster never became idle (sinfo: $(sinfo 2>&1 | tail -n 1)): $(tail -n 3 "$CLUSTER/slurmctld.log" "$CLUSTER/slurmd.log" 2>/dev/null)"
+}
+
+start=$SECONDS
+start_cluster
+say "cluster up in $((SECONDS - start)) s"
+reference ref
+
+timeout 300 srun -N1 -n2 "$MAIN" --config="$(config srun)" >"$WORK/srun.log" 2>&1 ||
+  fail "srun -N1 -n2: $(tail -n 5 "$WORK/srun.log")"
+same_losses srun ref
+nothing_left "srun -N1 -n2"
+
+cat >"$WORK/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --ntasks=2
+#SBATCH --output=$WORK/sbatch.log
+srun "$MAIN" --config="$(config sbatch)"
+EOF
+timeout 300 sbatch --wait "$WORK/job.sh" >"$WORK/sbatch.out" 2>&1 ||
+  fail "sbatch --wait: $(cat "$WORK/sbatch.out"; tail -n 5 "$WORK/sbatch.log")"
+same_losses sbatch ref
+nothing_left "sbatch --wait"
+
+# scancel of a running job: every rank ends (SIGTERM, then SIGKILL after KillWait), and the newest
+# checkpoint it saved loads (--generate reads it through run.resume_from).
+cat >"$WORK/long.sh" <<EOF
+#!/bin/bash
+#SBATCH --ntasks=2
+#SBATCH --output=$WORK/long.log
+srun "$MAIN" --config="$(config long 100000 "save_interval: 5")"
+EOF
+job=$(sbatch --parsable "$WORK/long.sh") || fail "sbatch: $job"
+for _ in $(seq 1200); do
+  [ -e "$WORK/long/checkpoints/latest" ] && break
+  sleep 0.1
+done
+[ -e "$WORK/long/checkpoints/latest" ] || fail "the job to cancel saved no checkpoint: $(tail -n 5 "$WORK/long.log")"
+scancel "$job"
+for _ in $(seq 300); do
+  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
+  sleep 0.1
+done
+[ -z "$(squeue -h -j "$job" 2>/dev/null)" ] || fail "job $job still in the queue 30 s after scancel"
+nothing_left "scancel"
+"$MAIN" --config="$(config long 100000 "resume_from: \"$WORK/long/checkpoints\"")" --generate \
+  --prompt_tokens=1,2 --max_new_tokens=4 >"$WORK/load.log" 2>&1 ||
+  fail "the cancelled job's newest checkpoint does not load: $(tail -n 5 "$WORK/load.log")"
+say "scancel: every rank ended; checkpoint $(cat "$WORK/long/checkpoints/latest") loads"
+
+say "PASSED in $((SECONDS - start)) s"
