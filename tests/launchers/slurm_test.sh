@@ -23,7 +23,10 @@ done
 
 stop_cluster() {
   local f pid
-  scancel --full --signal=KILL --user="$(id -un)" 2>/dev/null || true
+  # Only this test's cluster: never a real one the machine may belong to.
+  if [ "${SLURM_CONF:-}" = "$CLUSTER/slurm.conf" ]; then
+    scancel --full --signal=KILL --user="$(id -un)" 2>/dev/null || true
+  fi
   for f in slurmd slurmctld munged; do
     pid=$(cat "$CLUSTER/$f.pid" 2>/dev/null || true)
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
