@@ -225,17 +225,18 @@ absl::Status Supervise(const LaunchOptions& o, std::vector<Rank>& ranks, int fir
   std::optional<Failure> reported;
   bool stopping = false, killed = false;
   Clock::time_point kill_at, stop_at = Clock::time_point::max();
-  auto stop = [&](int signo) {
+  // A stop the user asked for gives the ranks stop_grace to finish (and save); a failure, grace.
+  auto stop = [&](int signo, std::chrono::milliseconds grace) {
     SignalAll(ranks, signo);
     stopping = true;
-    kill_at = Clock::now() + o.grace;
+    kill_at = Clock::now() + grace;
   };
   for (int running = static_cast<int>(ranks.size()); running > 0;) {
     if (const int signo = g_signal; signo != 0 && !stopping) {
       cancelled =
           absl::CancelledError(absl::StrCat("launcher: stopped by signal ", signo, " (",
                                             strsignal(signo), "), forwarded to every rank"));
-      stop(signo);
+      stop(signo, std::max(o.grace, o.stop_grace));
     }
     for (Rank& r : ranks) {
       int status = 0;
@@ -265,12 +266,14 @@ absl::Status Supervise(const LaunchOptions& o, std::vector<Rank>& ranks, int fir
                 EchoesPeerFailure(message)};
       if (!reported || (reported->echo && !f.echo)) reported = f;
       if (!f.echo) {
-        stop(SIGTERM);
+        stop(SIGTERM, o.grace);
       } else if (stop_at == Clock::time_point::max()) {
         stop_at = Clock::now() + std::min(o.peer_failure_wait, o.grace);
       }
     }
-    if (!stopping && Clock::now() >= stop_at) stop(SIGTERM);
+    if (!stopping && Clock::now() >= stop_at) {
+      stop(SIGTERM, cancelled.ok() ? o.grace : std::max(o.grace, o.stop_grace));
+    }
     if (stopping && !killed && Clock::now() >= kill_at) {
       SignalAll(ranks, SIGKILL);
       killed = true;
@@ -296,11 +299,12 @@ absl::Status LaunchRanks(const LaunchOptions& requested) {
   const std::string dir = dir_template;
   g_signal = 0;
   struct sigaction on_signal {
-  }, old_int{}, old_term{}, default_chld{}, old_chld{};
+  }, old_int{}, old_term{}, old_usr1{}, default_chld{}, old_chld{};
   on_signal.sa_handler = RecordSignal;
   sigemptyset(&on_signal.sa_mask);
   sigaction(SIGINT, &on_signal, &old_int);
   sigaction(SIGTERM, &on_signal, &old_term);
+  sigaction(SIGUSR1, &on_signal, &old_usr1);  // a batch system's warning before preemption
   // An inherited SIGCHLD=SIG_IGN (some CI runners and daemons) would let the kernel reap the
   // ranks before we learn how they ended.
   default_chld.sa_handler = SIG_DFL;
@@ -327,6 +331,7 @@ absl::Status LaunchRanks(const LaunchOptions& requested) {
   RemoveOrphanShmSegments(getpid());
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
   sigaction(SIGCHLD, &old_chld, nullptr);
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);

@@ -1,11 +1,12 @@
 // Launcher: starts the ranks of this node as copies of a program with the rendezvous variables
 // set (torchrun's RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and
 // OMP_NUM_THREADS=1 unless set when more than one rank shares the node), and
-// supervises them as torchrun does: SIGINT/SIGTERM are forwarded to every rank, and when one rank
-// fails the others are stopped (SIGTERM, then SIGKILL after a grace period) and the launcher
-// returns that rank's own error message, which the rank left in the file named by ZT_ERROR_FILE.
-// Each job gets an id (ZT_JOB_ID in every rank), which the rendezvous compares, so ranks of two
-// jobs that share a machine never meet; a single-node job picks a free port of its own.
+// supervises them as torchrun does: SIGINT/SIGTERM (and SIGUSR1) are forwarded to every rank, and
+// when one rank fails the others are stopped (SIGTERM, then SIGKILL after a grace period) and the
+// launcher returns that rank's own error message, which the rank left in the file named by
+// ZT_ERROR_FILE. Each job gets an id (ZT_JOB_ID in every rank), which the rendezvous compares, so
+// ranks of two jobs that share a machine never meet; a single-node job picks a free port of its
+// own.
 #pragma once
 
 #include <chrono>
@@ -30,8 +31,12 @@ struct LaunchOptions {
   std::string job_id;
   std::string program = "/proc/self/exe";  // what each rank runs
   std::vector<std::string> args;           // argv[1..] of every rank
-  // How long stopped ranks get between SIGTERM and SIGKILL.
+  // How long ranks stopped after a failure get between SIGTERM and SIGKILL.
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
+  // The same for a stop that was asked for (a SIGINT/SIGTERM/SIGUSR1 forwarded to every rank, or
+  // ranks that exited with stopped_exit_code), where ranks may finish a step and save first;
+  // never shorter than grace.
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(5)};
   // When the first rank to fail says only that other ranks failed ("see their errors"), how long
   // the others are left to end on their own before they are stopped, so that the rank whose
   // error started it is the one reported.

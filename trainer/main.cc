@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "trainer/device_placement.h"
 #include "trainer/main_flags.h"
 #include "trainer/model_tool.h"
+#include "trainer/output_dir_lock.h"
 #include "trainer/run_checks.h"
 #include "trainer/stop_signal.h"
 #include "trainer/training_run.h"
@@ -56,6 +58,16 @@ void LogEachOp(const CommsLoggerOptions& c, comm::ProcessGroup* group) {
 
 constexpr int kBadInput = 2;
 constexpr int kDefaultRanks = 2;
+
+// Where a stopped run can be continued from: the tag `latest` names, if any.
+std::string NewestCheckpointLine(const RunOptions& run) {
+  const std::string dir = run.output_dir + "/checkpoints";
+  std::ifstream latest(dir + "/latest");
+  std::string tag;
+  if (!(latest >> tag)) return "no checkpoint was saved";
+  return absl::StrCat("the newest checkpoint is ", dir, "/", tag,
+                      ": continue with run.resume_from: \"auto\" (or \"", dir, "\")");
+}
 
 // Also where a rank's launcher looks for its error (torchrun's "Root Cause" included).
 int Fail(int code, const std::string& message) {
@@ -140,7 +152,7 @@ absl::StatusOr<TrainerConfig> PlaceRank(const TrainerConfig& config,
 }
 
 int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
-  InstallStopSignalHandlers();
+  InstallStopSignalHandlers(std::chrono::seconds(unplaced.run.stop_timeout_s));
   comm::DieWithLauncher();
   // Only reads the variables (Main has already); the rendezvous is ProcessGroup::Create's.
   auto info = comm::RendezvousFromEnv();
@@ -153,6 +165,12 @@ int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
   if (!placed.ok()) return Fail(kBadInput, std::string(placed.status().message()));
   const TrainerConfig& config = *placed;
   const int rank = info->rank;
+  // Under another launcher rank 0 holds the run's output directory (ours holds it for its ranks).
+  absl::StatusOr<OutputDirLock> lock = absl::UnknownError("not taken");
+  if (rank == 0 && !comm::LaunchedByLauncher()) {
+    lock = OutputDirLock::Acquire(config.run.output_dir, "run.output_dir");
+    if (!lock.ok()) return Fail(kBadInput, std::string(lock.status().message()));
+  }
   absl::Status s = [&]() -> absl::Status {
     // NCCL binds its communicator to the current device when the group is made.
     ZT_RETURN_IF_ERROR(UseDevice(config.engine.device));
@@ -261,6 +279,12 @@ int Main(int argc, char** argv) {
   if (absl::Status s = CheckRunInputs(*config, *world); !s.ok()) {
     return Fail(kBadInput, std::string(s.message()));
   }
+  // Held until the ranks are gone; only the node that runs rank 0 writes files.
+  absl::StatusOr<OutputDirLock> lock = absl::UnknownError("not taken");
+  if (flags->node_rank == 0) {
+    lock = OutputDirLock::Acquire(config->run.output_dir, "run.output_dir");
+    if (!lock.ok()) return Fail(kBadInput, std::string(lock.status().message()));
+  }
   if (const std::string w = OversubscribedCoresWarning(local_ranks); !w.empty()) {
     std::fprintf(stderr, "zerotrain: warning: %s\n", w.c_str());
   }
@@ -272,10 +296,16 @@ int Main(int argc, char** argv) {
   launch.master_port = flags->master_port;
   launch.args = flags->rank_args;
   launch.stopped_exit_code = kStoppedExitCode;
+  // A rank's own watchdog ends it stop_timeout_s after the signal; the kill is the backstop.
+  launch.stop_grace = std::chrono::seconds(config->run.stop_timeout_s + 5);
   const absl::Status s = comm::LaunchRanks(launch);
   if (s.ok()) return 0;
   if (absl::IsInvalidArgument(s)) return Fail(kBadInput, std::string(s.message()));
-  return Fail(absl::IsCancelled(s) ? kStoppedExitCode : 1, std::string(s.message()));
+  if (!absl::IsCancelled(s)) return Fail(1, std::string(s.message()));
+  // Asked to stop: not an error. The last line says where to continue from.
+  std::fprintf(stderr, "zerotrain: stopped on request (%s); %s\n", std::string(s.message()).c_str(),
+               NewestCheckpointLine(config->run).c_str());
+  return kStoppedExitCode;
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ void InstallStopSignalHandlers(std::chrono::milliseconds grace) {
   action.sa_flags = SA_RESTART;  // the loop polls the flag; interrupted I/O need not fail
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGUSR1, &action, nullptr);  // a batch system's warning before preemption
   if (g_wake[0] >= 0) std::thread(Watchdog, grace).detach();
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -142,15 +143,30 @@ absl::StatusOr<StepOutcome> AgreeOnStep(comm::ProcessGroup* group, double local_
 }
 
 // A clean stop after `step`: Cancelled, which //trainer:main turns into exit code 3.
-absl::Status Stopped(const Trainer& t, int64_t step) {
+absl::Status Stopped(const Trainer& t, int64_t step, const std::string& not_saved) {
   const int signo = StopSignalReceived();
   return absl::CancelledError(
-      absl::StrCat(kStoppedPrefix, step, " by ",
-                   signo != 0 ? absl::StrCat("signal ", signo, " (", strsignal(signo), ")")
-                              : std::string("another rank's SIGTERM/SIGINT"),
+      absl::StrCat(kStoppedPrefix, step, " on request (",
+                   signo != 0 ? absl::StrCat("signal ", signo, ", ", strsignal(signo))
+                              : std::string("another rank's signal"),
+                   ")", not_saved.empty() ? "" : absl::StrCat("; ", not_saved),
                    t.report->last_checkpoint().empty()
                        ? std::string("")
                        : absl::StrCat("; the last checkpoint is ", t.report->last_checkpoint())));
+}
+
+// Why a stop will not save, "" when it will: a save into a directory that holds an earlier run's
+// checkpoints (this run neither resumed from them nor saves there by interval, so nothing checked
+// it at start) would interleave two runs' tags under one `latest`.
+std::string WhyNoSaveOnStop(const RunOptions& run) {
+  if (!run.save_on_stop) return "run.save_on_stop is false: no checkpoint saved";
+  std::error_code ec;
+  const std::string dir = run.output_dir + "/checkpoints";
+  if (run.save_interval == 0 && run.resume_from.empty() &&
+      std::filesystem::exists(dir + "/" + checkpoint::kLatestFileName, ec)) {
+    return absl::StrCat("not saved: ", dir, " holds an earlier run's checkpoints");
+  }
+  return "";
 }
 
 // One optimizer step: gradient_accumulation_steps micro-batches. Returns this rank's mean loss.
@@ -294,16 +310,16 @@ absl::Status TrainModel(const TrainerConfig& config, comm::ProcessGroup* group,
         ", and run.steps = ", run.steps, ": nothing left to train (raise run.steps)"));
   }
   ZT_RETURN_IF_ERROR(Evaluate(t, done));
+  const std::string no_save_on_stop = WhyNoSaveOnStop(run);
   t.report->Start();
   for (int64_t step = done + 1; step <= run.steps; ++step) {
     const double start = Now();
     ZT_ASSIGN_OR_RETURN(const double local_loss, TrainStep(t));
     ZT_ASSIGN_OR_RETURN(const StepOutcome outcome, AgreeOnStep(group, local_loss));
     ZT_RETURN_IF_ERROR(t.report->Step(step, outcome.loss, Now() - start));
-    if (run.save_interval > 0 && (step % run.save_interval == 0 || step == run.steps)) {
-      ZT_RETURN_IF_ERROR(Save(t, step));
-    }
-    if (outcome.stop) return Stopped(t, step);
+    const bool due = run.save_interval > 0 && (step % run.save_interval == 0 || step == run.steps);
+    if (due || (outcome.stop && no_save_on_stop.empty())) ZT_RETURN_IF_ERROR(Save(t, step));
+    if (outcome.stop) return Stopped(t, step, no_save_on_stop);
     if (run.eval_interval > 0 && step % run.eval_interval == 0 && step < run.steps) {
       ZT_RETURN_IF_ERROR(Evaluate(t, step));
     }

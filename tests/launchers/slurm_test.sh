@@ -3,8 +3,8 @@
 # cluster (a munge key made for it, a generated slurm.conf, slurmctld and slurmd on free ports,
 # everything under one temporary directory, all stopped at the end even on failure), then runs
 # `srun -N1 -n2` and an `sbatch --wait` script with no MASTER_ADDR/MASTER_PORT (derived from the
-# step's node list and job id), and `scancel`s a running job: every rank must end and its newest
-# checkpoint must load. Losses must equal //trainer:main --nproc_per_node=2's. Where Slurm cannot
+# step's node list and job id), and stops running jobs with `scancel --signal=USR1` and `scancel`:
+# every rank must save at the step it stopped after, end, and leave that checkpoint loadable. Losses must equal //trainer:main --nproc_per_node=2's. Where Slurm cannot
 # start here the test fails with the reason; it never skips.
 #
 # Usage: slurm_test.sh <//trainer:main>
@@ -113,30 +113,39 @@ timeout 300 sbatch --wait "$WORK/job.sh" >"$WORK/sbatch.out" 2>&1 ||
 same_losses sbatch ref
 nothing_left "sbatch --wait"
 
-# scancel of a running job: every rank ends (SIGTERM, then SIGKILL after KillWait), and the newest
-# checkpoint it saved loads (--generate reads it through run.resume_from).
-cat >"$WORK/long.sh" <<EOF
+# A running job stopped two ways: `scancel --signal=USR1` (what `srun --signal=USR1@120` sends
+# before a preemption) and a plain `scancel` (SIGTERM, then SIGKILL after KillWait). Either way
+# every rank finishes its step, saves a checkpoint at that step and exits 3; the checkpoint loads
+# (--generate reads it through run.resume_from).
+for how in USR1 TERM; do
+  cat >"$WORK/long_$how.sh" <<EOF
 #!/bin/bash
 #SBATCH --ntasks=2
-#SBATCH --output=$WORK/long.log
-srun "$MAIN" --config="$(config long 100000 "save_interval: 5")"
+#SBATCH --output=$WORK/long_$how.log
+srun "$MAIN" --config="$(config long_$how 100000 "save_interval: 1000")"
 EOF
-job=$(sbatch --parsable "$WORK/long.sh") || fail "sbatch: $job"
-for _ in $(seq 1200); do
-  [ -e "$WORK/long/checkpoints/latest" ] && break
-  sleep 0.1
+  job=$(sbatch --parsable "$WORK/long_$how.sh") || fail "sbatch: $job"
+  for _ in $(seq 1200); do
+    [ "$(losses long_$how | wc -l)" -ge 3 ] && break
+    sleep 0.1
+  done
+  [ "$(losses long_$how | wc -l)" -ge 3 ] || fail "the job to stop did not train: $(tail -n 5 "$WORK/long_$how.log")"
+  if [ $how = USR1 ]; then scancel --signal=USR1 "$job"; else scancel "$job"; fi
+  for _ in $(seq 300); do
+    [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
+    sleep 0.1
+  done
+  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] || fail "job $job still in the queue 30 s after scancel ($how)"
+  nothing_left "scancel ($how)"
+  line=$(grep -m 1 "zerotrain: rank 0: stopped after step" "$WORK/long_$how.log") ||
+    fail "scancel ($how): rank 0 did not say it stopped: $(tail -n 5 "$WORK/long_$how.log")"
+  step=$(echo "$line" | sed 's/.*stopped after step \([0-9]*\) on request.*/\1/')
+  [ "$(cat "$WORK/long_$how/checkpoints/latest")" = "global_step$step" ] ||
+    fail "scancel ($how): latest is $(cat "$WORK/long_$how/checkpoints/latest"), not the stop's step $step: $line"
+  "$MAIN" --config="$(config long_$how 100000 "resume_from: \"$WORK/long_$how/checkpoints\"")" \
+    --generate --prompt_tokens=1,2 --max_new_tokens=4 >"$WORK/load_$how.log" 2>&1 ||
+    fail "scancel ($how): the checkpoint does not load: $(tail -n 5 "$WORK/load_$how.log")"
+  say "scancel ($how): every rank stopped after step $step and saved it; the checkpoint loads"
 done
-[ -e "$WORK/long/checkpoints/latest" ] || fail "the job to cancel saved no checkpoint: $(tail -n 5 "$WORK/long.log")"
-scancel "$job"
-for _ in $(seq 300); do
-  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
-  sleep 0.1
-done
-[ -z "$(squeue -h -j "$job" 2>/dev/null)" ] || fail "job $job still in the queue 30 s after scancel"
-nothing_left "scancel"
-"$MAIN" --config="$(config long 100000 "resume_from: \"$WORK/long/checkpoints\"")" --generate \
-  --prompt_tokens=1,2 --max_new_tokens=4 >"$WORK/load.log" 2>&1 ||
-  fail "the cancelled job's newest checkpoint does not load: $(tail -n 5 "$WORK/load.log")"
-say "scancel: every rank ended; checkpoint $(cat "$WORK/long/checkpoints/latest") loads"
 
 say "PASSED in $((SECONDS - start)) s"

@@ -46,6 +46,8 @@ struct RunOptions {
   std::string resume_from;
   bool check_calls = true;       // comm::GroupOptions::check_calls
   int64_t comm_timeout_s = 300;  // comm::GroupOptions::timeout
+  bool save_on_stop = true;      // a checkpoint at the step a stop signal ends
+  int64_t stop_timeout_s = 120;  // from the signal to the rank's forced exit
   DeviceRequest device = DeviceRequest::kAuto;
   // As configured; a rank's copy holds the resolved backend (never kAuto) once placed.
   DistBackend dist_backend = DistBackend::kAuto;

@@ -118,6 +118,12 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
                    "must be in [1, 86400] seconds (the longest a collective may wait for a peer)");
   }
   run->comm_timeout_s = r.comm_timeout_s();
+  if (r.stop_timeout_s() < 1 || r.stop_timeout_s() > kMaxCommTimeout) {
+    return Invalid("run.stop_timeout_s", r.stop_timeout_s(),
+                   "must be in [1, 86400] seconds (how long a stopping rank may take to save)");
+  }
+  run->stop_timeout_s = r.stop_timeout_s();
+  run->save_on_stop = r.save_on_stop();
   const std::string device = absl::AsciiStrToLower(r.device());
   if (device == "auto") {
     run->device = DeviceRequest::kAuto;

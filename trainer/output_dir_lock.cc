@@ -1,0 +1,61 @@
+// OutputDirLock (see output_dir_lock.h): flock(2) on a file inside the output directory.
+#include "trainer/output_dir_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace zerotrain::trainer {
+
+absl::StatusOr<OutputDirLock> OutputDirLock::Acquire(const std::string& dir,
+                                                     const std::string& field) {
+  const auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " = \"", dir, "\": ", why));
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return bad(absl::StrCat("cannot create it: ", ec.message()));
+  const std::string path = absl::StrCat(dir, "/", kOutputDirLockName);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return bad(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char text[32] = {};
+    const ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+    close(fd);
+    if (err != EWOULDBLOCK)
+      return bad(absl::StrCat("cannot lock ", path, ": ", std::strerror(err)));
+    const std::string pid(absl::StripAsciiWhitespace(std::string(text, n > 0 ? n : 0)));
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, " = \"", dir, "\" is in use by another run (pid ", pid.empty() ? "unknown" : pid,
+        ", holding ", path, "); give this run its own ", field, ", or wait for that run to end"));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The lock holds without the pid; a second run's message then says "unknown".
+  }
+  return OutputDirLock(fd);
+}
+
+OutputDirLock& OutputDirLock::operator=(OutputDirLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+OutputDirLock::~OutputDirLock() {
+  if (fd_ >= 0) close(fd_);  // closing releases the lock
+}
+
+}  // namespace zerotrain::trainer
