@@ -68,8 +68,13 @@ absl::StatusOr<std::string> ReadLatest(const std::string& dir) {
   const std::string path = absl::StrCat(dir, "/", kLatestFileName);
   auto text = ReadWholeFile(path);
   if (!text.ok()) {
-    return absl::NotFoundError(
-        absl::StrCat("no checkpoint in ", dir, ": ", text.status().message()));
+    // A run's output directory given where its checkpoints directory was meant.
+    const std::string inner = absl::StrCat(dir, "/checkpoints");
+    const bool run_dir = ReadWholeFile(absl::StrCat(inner, "/", kLatestFileName)).ok();
+    return absl::NotFoundError(absl::StrCat(
+        "no checkpoint in ", dir, ": ", text.status().message(),
+        run_dir ? absl::StrCat("; it is a run's output directory: its checkpoints are in ", inner)
+                : ""));
   }
   std::string tag(absl::StripAsciiWhitespace(*text));
   absl::Status s = ValidateTag(tag);

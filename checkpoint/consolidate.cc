@@ -9,50 +9,35 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/state_dict_writer.h"
+#include "tools/command_line.h"
 #include "tools/status_macros.h"
+
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "the directory holding `latest` and the tag directories (a run's\n"
+          "<output_dir>/checkpoints), required");
+ABSL_FLAG(std::string, tag, "", "the tag to read (default: the one <checkpoint_dir>/latest names)");
+ABSL_FLAG(std::string, output, "", "the state dict to write, required");
+ABSL_FLAG(bool, help, false, "print this help and exit");
 
 namespace zerotrain::checkpoint {
 namespace {
 
-constexpr char kUsage[] =
-    "usage: consolidate --checkpoint_dir=DIR [--tag=TAG] --output=FILE\n"
-    "  Writes one fp32 state dict (torch.save's format) from a zerotrain checkpoint.\n"
-    "  --checkpoint_dir  the directory holding `latest` and the tag directories\n"
-    "  --tag             the tag to read (default: the one DIR/latest names)\n"
-    "  --output          the state dict to write\n"
-    "  Every shard file is checked against the manifest (identity and whole-file CRC32C)\n"
-    "  before anything is written.\n";
-
 struct Flags {
   std::string checkpoint_dir, tag, output;
-  bool help = false;
 };
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const size_t eq = a.find('=');
-    const std::string name = a.substr(0, eq),
-                      value = eq == std::string::npos ? "" : a.substr(eq + 1);
-    if (name == "--help" || name == "-h") {
-      f.help = true;
-      return f;
-    } else if (name == "--checkpoint_dir") {
-      f.checkpoint_dir = value;
-    } else if (name == "--tag") {
-      f.tag = value;
-    } else if (name == "--output") {
-      f.output = value;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", a, "'"));
+  ZT_RETURN_IF_ERROR(tools::ParseCommandLine(argc, argv));
+  Flags f{absl::GetFlag(FLAGS_checkpoint_dir), absl::GetFlag(FLAGS_tag),
+          absl::GetFlag(FLAGS_output)};
+  for (const char* required : {"checkpoint_dir", "output"}) {
+    if (!tools::FlagGiven(required) && !absl::GetFlag(FLAGS_help)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", required, " is required (see --help)"));
     }
-  }
-  if (f.checkpoint_dir.empty() || f.output.empty()) {
-    return absl::InvalidArgumentError("--checkpoint_dir and --output are required");
   }
   return f;
 }
@@ -82,19 +67,25 @@ int main(int argc, char** argv) {
   using namespace zerotrain::checkpoint;
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
-    std::fprintf(stderr, "consolidate: %s\n%s", std::string(flags.status().message()).c_str(),
-                 kUsage);
+    std::fprintf(stderr, "consolidate: %s\n", std::string(flags.status().message()).c_str());
     return 2;
   }
-  if (flags->help) {
-    std::printf("%s", kUsage);
+  if (absl::GetFlag(FLAGS_help)) {
+    std::printf("%s", zerotrain::tools::FlagsHelp(
+                          "usage: consolidate --checkpoint_dir=DIR [--tag=TAG] --output=FILE\n"
+                          "Writes one fp32 state dict (torch.save's format) from a zerotrain "
+                          "checkpoint.\nEvery shard file is checked against the manifest "
+                          "(identity and whole-file CRC32C)\nbefore anything is written.\n\n",
+                          {"checkpoint/consolidate.cc"})
+                          .c_str());
     return 0;
   }
   int64_t params = 0, bytes = 0;
   const absl::Status s = Consolidate(*flags, &params, &bytes);
   if (!s.ok()) {
     std::fprintf(stderr, "consolidate: %s\n", std::string(s.message()).c_str());
-    return 1;
+    // A checkpoint that is not there or not one is bad input, as a bad flag is.
+    return absl::IsNotFound(s) || absl::IsInvalidArgument(s) ? 2 : 1;
   }
   std::printf("consolidate: %lld fp32 parameters (%lld bytes) written to %s\n",
               static_cast<long long>(params), static_cast<long long>(bytes), flags->output.c_str());

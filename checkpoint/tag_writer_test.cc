@@ -160,6 +160,25 @@ TEST(TagWriter, RoundTripReadsBackThroughTheReader) {
   }
 }
 
+// A run's output directory given where its checkpoints directory was meant (consolidate's
+// --checkpoint_dir, run.resume_from) points at the right one.
+TEST(TagWriter, ARunDirectoryPointsAtItsCheckpoints) {
+  const std::string run = TempDir("run_dir");
+  SaveTag(TagLocation{run + "/checkpoints", DefaultTag(3)}, Flat(1.0f));
+  auto latest = ReadLatest(run);
+  ASSERT_FALSE(latest.ok());
+  EXPECT_EQ(latest.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(
+      std::string(latest.status().message())
+          .find("; it is a run's output directory: its checkpoints are in " + run + "/checkpoints"),
+      std::string::npos)
+      << latest.status();
+  EXPECT_TRUE(ReadLatest(run + "/checkpoints").ok());
+  auto empty = ReadLatest(TempDir("no_run_dir"));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(std::string(empty.status().message()).find("output directory"), std::string::npos);
+}
+
 TEST(TagWriter, RefusesTheTagLatestNamesAndLeavesItIntact) {
   const std::string dir = TempDir("refuse_latest");
   const std::vector<float> flat = Flat(2.0f);

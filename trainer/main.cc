@@ -21,7 +21,7 @@
 #include "comm/launcher.h"
 #include "tools/status_macros.h"
 #include "trainer/advisor/advisor.h"
-#include "trainer/advisor/advisor_flags.h"
+#include "trainer/advisor/parse_count.h"
 #include "trainer/config/config_loader.h"
 #include "trainer/config/config_validate.h"
 #include "trainer/device_placement.h"
@@ -97,11 +97,8 @@ absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const Trainer
   advisor::AdvisorInput in;
   in.total_params = ModelParameterCount(config.model);
   in.largest_layer_params = LargestLayerParameterCount(config.model);
-  if (!flags.params.empty()) {
+  if (!flags.params.empty()) {  // with --largest_layer_params (ParseMainFlags checks)
     ZT_ASSIGN_OR_RETURN(in.total_params, advisor::ParseCount("params", flags.params));
-    in.largest_layer_params = in.total_params / 10;
-  }
-  if (!flags.largest_layer_params.empty()) {
     ZT_ASSIGN_OR_RETURN(in.largest_layer_params,
                         advisor::ParseCount("largest_layer_params", flags.largest_layer_params));
   }
@@ -218,20 +215,20 @@ int Main(int argc, char** argv) {
   auto flags = ParseMainFlags(argc, argv);
   if (!flags.ok()) return Fail(kBadInput, std::string(flags.status().message()));
   if (flags->help) {
-    std::printf("%s", kMainUsage);
+    std::printf("%s", MainUsage().c_str());
     return 0;
   }
   std::vector<std::string> warnings;
   auto proto = LoadConfigProto({flags->config, flags->ds_config}, &warnings);
-  if (!proto.ok()) {
-    std::string message(proto.status().message());
-    if (absl::EndsWith(flags->config, ".json"))
-      message += " (a DeepSpeed JSON file goes to --ds_config)";
-    return Fail(kBadInput, message);
-  }
+  if (!proto.ok()) return Fail(kBadInput, std::string(proto.status().message()));
   // Ranks inherit the launcher's environment, so each resolves the same timeout.
   if (absl::Status s = ApplyDeepSpeedTimeout(std::getenv("DEEPSPEED_TIMEOUT"), &*proto); !s.ok()) {
     return Fail(kBadInput, std::string(s.message()));
+  }
+  // --generate and --export_hf train nothing: a config without batch sizes is theirs to take.
+  if ((flags->generate || !flags->export_hf.empty()) && !proto->has_train_batch_size() &&
+      !proto->has_train_micro_batch_size_per_gpu() && !proto->has_gradient_accumulation_steps()) {
+    proto->set_train_micro_batch_size_per_gpu(1);
   }
   auto world = WorldSize(*flags);
   if (!world.ok()) return Fail(kBadInput, std::string(world.status().message()));
@@ -300,7 +297,10 @@ int Main(int argc, char** argv) {
   launch.stop_grace = std::chrono::seconds(config->run.stop_timeout_s + 5);
   const absl::Status s = comm::LaunchRanks(launch);
   if (s.ok()) return 0;
-  if (absl::IsInvalidArgument(s)) return Fail(kBadInput, std::string(s.message()));
+  if (absl::IsInvalidArgument(s)) {  // refused before any rank started: leave nothing behind
+    if (lock.ok()) lock->Abandon();
+    return Fail(kBadInput, std::string(s.message()));
+  }
   if (!absl::IsCancelled(s)) return Fail(1, std::string(s.message()));
   // Asked to stop: not an error. The last line says where to continue from.
   std::fprintf(stderr, "zerotrain: stopped on request (%s); %s\n", std::string(s.message()).c_str(),

@@ -1,125 +1,147 @@
-// Parsing of //trainer:main's flags (see main_flags.h).
+// //trainer:main's flags, declared with Abseil's flags library, and the checks between them (see
+// main_flags.h). --help is generated from the help strings here.
 #include "trainer/main_flags.h"
 
-#include <functional>
-#include <map>
+#include <string>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "tools/command_line.h"
+
+ABSL_FLAG(std::string, config, "",
+          "run config, protobuf text (trainer/config/config.proto; docs/CONFIG.md); without it\n"
+          "and --ds_config, the default GPT (trainer/configs/default.pbtxt)");
+ABSL_FLAG(std::string, ds_config, "",
+          "DeepSpeed ds_config.json (a field set in both it and --config is an error)");
+ABSL_FLAG(bool, print_config, false, "print the effective config as protobuf text and exit");
+ABSL_FLAG(bool, memory_summary, false, "print each rank's memory at the end of the run");
+ABSL_FLAG(bool, estimate_memory, false,
+          "print model-state memory per device for ZeRO stages 0-3 with and without offload, and\n"
+          "a recommendation; then exit. The model is the config's, or --params with\n"
+          "--largest_layer_params (both required together, as the advisor binary requires them)");
+ABSL_FLAG(bool, help, false, "print this help and exit");
+ABSL_FLAG(int, nproc_per_node, 0,
+          "ranks on this node (0: 2; under torchrun, mpirun or Slurm the job's variables place\n"
+          "this process instead)");
+ABSL_FLAG(int, nnodes, 1, "nodes in a multi-node job started with this launcher");
+ABSL_FLAG(int, node_rank, 0, "this node's index in [0, nnodes)");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1", "the address of node 0, which hosts the store");
+ABSL_FLAG(int, master_port, 0,
+          "the rendezvous port (0: a free one on one node, 29500 across nodes)");
+ABSL_FLAG(int, local_rank, -1,
+          "as DeepSpeed's launcher passes it to each rank: must equal LOCAL_RANK (-1: not given)");
+ABSL_FLAG(std::string, params, "",
+          "--estimate_memory: the model's parameter count (1.3B, 125M, 13e9)");
+ABSL_FLAG(std::string, largest_layer_params, "",
+          "--estimate_memory: the largest layer's parameter count, with --params");
+ABSL_FLAG(int, gpus_per_node, 0, "--estimate_memory: devices per node (0: nproc_per_node)");
+ABSL_FLAG(double, device_memory_gib, 80, "--estimate_memory: memory per device, GiB");
+ABSL_FLAG(double, host_memory_gib, 0,
+          "--estimate_memory: host memory per node, GiB (0: unchecked)");
+ABSL_FLAG(std::string, export_hf, "",
+          "load the model as --generate does and write it to this directory as a Hugging Face\n"
+          "checkpoint (safetensors + config.json); then exit");
+ABSL_FLAG(bool, generate, false,
+          "load the model (model.init_from, or the zerotrain checkpoint run.resume_from names),\n"
+          "continue --prompt or --prompt_tokens and print it; then exit");
+ABSL_FLAG(std::string, prompt, "",
+          "--generate: the text to continue (through data.tokenizer; without one, a token per "
+          "byte)");
+ABSL_FLAG(std::string, prompt_tokens, "", "--generate: the token ids to continue, ID,ID,...");
+ABSL_FLAG(int, max_new_tokens, 100, "--generate: tokens to add");
+ABSL_FLAG(double, temperature, 0, "--generate: sampling temperature (0: greedy)");
+ABSL_FLAG(int, top_k, 0, "--generate: sample among the k likeliest tokens (0: all)");
+ABSL_FLAG(int, seed, 1234, "--generate: the sampling seed");
 
 namespace zerotrain::trainer {
-
-const char kMainUsage[] = R"(usage: bazel run //trainer:main -- [flags]
-
-With no flags: trains the default GPT (trainer/configs/default.pbtxt) on 2 local ranks.
-
-  --config=FILE          run config, protobuf text (trainer/config.proto; docs/CONFIG.md)
-  --ds_config=FILE       DeepSpeed ds_config.json (its sections override nothing in --config:
-                         a field set in both is an error)
-  --print_config         print the effective config as protobuf text and exit
-  --memory_summary       print each rank's memory at the end of the run
-  --estimate_memory      print model-state memory per device for ZeRO stages 0-3 with and
-                         without offload, and a recommendation; then exit. Takes the model from
-                         the config, or --params=1.3B and --largest_layer_params=50M, with
-                         --gpus_per_node (default: nproc_per_node), --nnodes,
-                         --device_memory_gib (default 80), --host_memory_gib (0: unchecked)
-  --nproc_per_node=N     ranks on this node (default 2; under torchrun, mpirun or Slurm the
-                         job's variables place this process instead)
-  --nnodes=N --node_rank=K --master_addr=HOST --master_port=PORT   multi-node placement
-                         (--master_port: the rendezvous port; default a free one on one node,
-                         29500 across nodes)
-  --local_rank=N         as DeepSpeed's launcher passes it to each rank: must equal LOCAL_RANK
-  --generate             load the model (model.init_from, or the zerotrain checkpoint
-                         run.resume_from names), continue a prompt and print it; then exit.
-                         --prompt=TEXT (through data.tokenizer; without one, a token per
-                         byte) or --prompt_tokens=ID,ID,...,
-                         --max_new_tokens (100), --temperature (0: greedy), --top_k (0: all),
-                         --seed (1234)
-  --export_hf=DIR        load the model as --generate does and write it as a Hugging Face
-                         checkpoint (safetensors + config.json); then exit
-)";
-
 namespace {
 
-using Setter = std::function<bool(const std::string&)>;
+// The flags a rank needs too; the rest only matter to the process that launches or advises.
+constexpr const char* kForRanks[] = {"config", "ds_config", "memory_summary"};
 
-Setter Int(int* out) {
-  return [out](const std::string& v) { return absl::SimpleAtoi(v, out); };
+absl::Status Refuse(const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(why, " (see --help)"));
 }
-Setter PositiveInt(int* out) {
-  return [out](const std::string& v) { return absl::SimpleAtoi(v, out) && *out > 0; };
-}
-Setter Double(double* out) {
-  return [out](const std::string& v) { return absl::SimpleAtod(v, out); };
-}
-Setter String(std::string* out) {
-  return [out](const std::string& v) {
-    *out = v;
-    return !v.empty();
-  };
-}
-Setter Bool(bool* out) {
-  return [out](const std::string& v) { return absl::SimpleAtob(v.empty() ? "true" : v, out); };
+
+// Pairs that cannot mean anything together, and values out of range: refused, never ignored.
+absl::Status CheckTogether(const MainFlags& f) {
+  using tools::FlagGiven;
+  for (const char* g :
+       {"prompt", "prompt_tokens", "max_new_tokens", "temperature", "top_k", "seed"}) {
+    if (FlagGiven(g) && !f.generate) return Refuse(absl::StrCat("--", g, " needs --generate"));
+  }
+  if (f.generate && !f.export_hf.empty()) {
+    return Refuse("--generate and --export_hf are two runs: give one of them");
+  }
+  if (f.print_config && (f.generate || !f.export_hf.empty() || f.estimate_memory)) {
+    return Refuse("--print_config prints the config and exits: give it alone");
+  }
+  if (f.estimate_memory && (f.generate || !f.export_hf.empty())) {
+    return Refuse("--estimate_memory prints an estimate and exits: give it alone");
+  }
+  if (FlagGiven("params") != FlagGiven("largest_layer_params")) {
+    return Refuse(
+        "--params and --largest_layer_params go together (the largest layer sets the "
+        "gathered-parameter and offload-buffer terms; without both, the config's model is used)");
+  }
+  for (const char* g : {"params", "largest_layer_params", "gpus_per_node", "device_memory_gib",
+                        "host_memory_gib"}) {
+    if (FlagGiven(g) && !f.estimate_memory) {
+      return Refuse(absl::StrCat("--", g, " needs --estimate_memory"));
+    }
+  }
+  if (f.nproc_per_node < 0) return Refuse("--nproc_per_node must be at least 1");
+  if (FlagGiven("nproc_per_node") && f.nproc_per_node == 0) {
+    return Refuse("--nproc_per_node=0: must be at least 1");
+  }
+  if (f.nnodes < 1) return Refuse(absl::StrCat("--nnodes=", f.nnodes, ": must be at least 1"));
+  if (f.local_rank < -1) return Refuse(absl::StrCat("--local_rank=", f.local_rank, ": negative"));
+  return absl::OkStatus();
 }
 
 }  // namespace
 
+std::string MainUsage() {
+  return tools::FlagsHelp(
+      "usage: bazel run //trainer:main -- [flags]   (--name=value or --name value)\n\n"
+      "With no flags: trains the default GPT (trainer/configs/default.pbtxt) on 2 local ranks.\n\n",
+      {"trainer/main_flags.cc"});
+}
+
 absl::StatusOr<MainFlags> ParseMainFlags(int argc, const char* const* argv) {
+  if (absl::Status s = tools::ParseCommandLine(argc, argv); !s.ok()) return s;
   MainFlags f;
-  // Flags a rank needs too; the rest only matter to the process that launches or advises.
-  const std::map<std::string, Setter> for_ranks = {
-      {"config", String(&f.config)},
-      {"ds_config", String(&f.ds_config)},
-      {"memory_summary", Bool(&f.memory_summary)},
-  };
-  const std::map<std::string, Setter> local = {
-      {"print_config", Bool(&f.print_config)},
-      {"estimate_memory", Bool(&f.estimate_memory)},
-      {"help", Bool(&f.help)},
-      {"nproc_per_node", PositiveInt(&f.nproc_per_node)},
-      {"nnodes", PositiveInt(&f.nnodes)},
-      {"node_rank", Int(&f.node_rank)},
-      {"master_addr", String(&f.master_addr)},
-      {"master_port", Int(&f.master_port)},
-      {"params", String(&f.params)},
-      {"largest_layer_params", String(&f.largest_layer_params)},
-      {"gpus_per_node", Int(&f.gpus_per_node)},
-      {"device_memory_gib", Double(&f.device_memory_gib)},
-      {"host_memory_gib", Double(&f.host_memory_gib)},
-      {"export_hf", String(&f.export_hf)},
-      {"generate", Bool(&f.generate)},
-      {"prompt", String(&f.prompt)},
-      {"prompt_tokens", String(&f.prompt_tokens)},
-      {"max_new_tokens", Int(&f.max_new_tokens)},
-      {"temperature", Double(&f.temperature)},
-      {"top_k", Int(&f.top_k)},
-      {"seed", Int(&f.seed)},
-      {"local_rank",
-       [&f](const std::string& v) {
-         return absl::SimpleAtoi(v, &f.local_rank) && f.local_rank >= 0;
-       }},
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument '", arg, "' (flags are --name=value; see --help)"));
+  f.config = absl::GetFlag(FLAGS_config);
+  f.ds_config = absl::GetFlag(FLAGS_ds_config);
+  f.print_config = absl::GetFlag(FLAGS_print_config);
+  f.estimate_memory = absl::GetFlag(FLAGS_estimate_memory);
+  f.memory_summary = absl::GetFlag(FLAGS_memory_summary);
+  f.help = absl::GetFlag(FLAGS_help);
+  f.nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
+  f.nnodes = absl::GetFlag(FLAGS_nnodes);
+  f.node_rank = absl::GetFlag(FLAGS_node_rank);
+  f.master_addr = absl::GetFlag(FLAGS_master_addr);
+  f.master_port = absl::GetFlag(FLAGS_master_port);
+  f.local_rank = absl::GetFlag(FLAGS_local_rank);
+  f.params = absl::GetFlag(FLAGS_params);
+  f.largest_layer_params = absl::GetFlag(FLAGS_largest_layer_params);
+  f.gpus_per_node = absl::GetFlag(FLAGS_gpus_per_node);
+  f.device_memory_gib = absl::GetFlag(FLAGS_device_memory_gib);
+  f.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);
+  f.export_hf = absl::GetFlag(FLAGS_export_hf);
+  f.generate = absl::GetFlag(FLAGS_generate);
+  f.prompt = absl::GetFlag(FLAGS_prompt);
+  f.prompt_tokens = absl::GetFlag(FLAGS_prompt_tokens);
+  f.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  f.temperature = absl::GetFlag(FLAGS_temperature);
+  f.top_k = absl::GetFlag(FLAGS_top_k);
+  f.seed = absl::GetFlag(FLAGS_seed);
+  if (f.help) return f;
+  if (absl::Status s = CheckTogether(f); !s.ok()) return s;
+  for (const std::string& given : tools::GivenFlags()) {
+    for (const char* name : kForRanks) {
+      if (given.rfind(absl::StrCat("--", name, "="), 0) == 0) f.rank_args.push_back(given);
     }
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    const auto r = for_ranks.find(name);
-    const auto l = local.find(name);
-    const Setter* set = r != for_ranks.end() ? &r->second : l != local.end() ? &l->second : nullptr;
-    if (set == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
-    if (!(*set)(value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flag --", name, " has a bad value '", value, "'"));
-    }
-    if (r != for_ranks.end()) f.rank_args.push_back(arg);
   }
   return f;
 }

@@ -43,10 +43,14 @@ struct MainFlags {
   std::vector<std::string> rank_args;
 };
 
-// Accepts --name=value and, for booleans, --name. An unknown flag or a bad value is an
-// InvalidArgument naming it.
+// Parses through Abseil's flags (tools/command_line.h): --name=value and --name value. An
+// unknown flag, a bad value or a pair that cannot go together (--prompt without --generate,
+// --generate with --export_hf, --print_config with either, --params without
+// --largest_layer_params) is an InvalidArgument naming them. Call once per process at a time:
+// the flags are global.
 absl::StatusOr<MainFlags> ParseMainFlags(int argc, const char* const* argv);
 
-extern const char kMainUsage[];
+// --help, generated from the flags' own help strings.
+std::string MainUsage();
 
 }  // namespace zerotrain::trainer

@@ -22,6 +22,7 @@ std::string g_main;
 }  // namespace
 
 void SetMainBinary(const std::string& path) { g_main = path; }
+const std::string& MainBinary() { return g_main; }
 
 std::string Read(const std::string& path) {
   std::ifstream in(path);

@@ -20,6 +20,7 @@ struct Result {
 
 // The trainer binary every RunMain starts (the test's argv[1]).
 void SetMainBinary(const std::string& path);
+const std::string& MainBinary();
 
 std::string Read(const std::string& path);
 

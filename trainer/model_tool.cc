@@ -18,6 +18,7 @@
 #include "trainer/model/hf_export.h"
 #include "trainer/model/hf_weights.h"
 #include "trainer/model/model.h"
+#include "trainer/run_checks.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -106,6 +107,8 @@ absl::Status RunModelTool(const TrainerConfig& config, const ModelToolOptions& o
         "--generate and --export_hf take a language model (model.name gpt2 or llama), not ",
         ModelName(config.model)));
   }
+  // Before the model is built or loaded: a directory that cannot be written is bad input.
+  if (!o.export_hf.empty()) ZT_RETURN_IF_ERROR(CheckOutputDirWritable(o.export_hf, "--export_hf"));
   torch::manual_seed(config.run.seed);
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<TrainerModel> built, MakeModel(config.model));
   std::shared_ptr<CausalLm> model = std::dynamic_pointer_cast<CausalLm>(built);
@@ -118,7 +121,7 @@ absl::Status RunModelTool(const TrainerConfig& config, const ModelToolOptions& o
     source = config.model.init_from;
   }
   std::printf("zerotrain: %s model, %.2fM parameters, weights from %s\n",
-              ModelFamilyName(config.model.family), ModelParameterCount(config.model) / 1e6,
+              ModelName(config.model).c_str(), ModelParameterCount(config.model) / 1e6,
               source.c_str());
   if (!o.export_hf.empty()) {
     std::vector<std::pair<std::string, at::Tensor>> params;

@@ -21,6 +21,11 @@ absl::StatusOr<OutputDirLock> OutputDirLock::Acquire(const std::string& dir,
     return absl::InvalidArgumentError(absl::StrCat(field, " = \"", dir, "\": ", why));
   };
   std::error_code ec;
+  std::vector<std::string> created;
+  for (std::filesystem::path p = std::filesystem::absolute(dir, ec).lexically_normal();
+       !p.empty() && p != p.parent_path() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
+    if (p.has_filename()) created.push_back(p.string());
+  }
   std::filesystem::create_directories(dir, ec);
   if (ec) return bad(absl::StrCat("cannot create it: ", ec.message()));
   const std::string path = absl::StrCat(dir, "/", kOutputDirLockName);
@@ -42,13 +47,24 @@ absl::StatusOr<OutputDirLock> OutputDirLock::Acquire(const std::string& dir,
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
     // The lock holds without the pid; a second run's message then says "unknown".
   }
-  return OutputDirLock(fd);
+  return OutputDirLock(fd, path, std::move(created));
+}
+
+void OutputDirLock::Abandon() {
+  if (fd_ < 0) return;
+  unlink(path_.c_str());
+  close(fd_);
+  fd_ = -1;
+  std::error_code ec;
+  for (const std::string& d : created_) std::filesystem::remove(d, ec);  // only when empty
 }
 
 OutputDirLock& OutputDirLock::operator=(OutputDirLock&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) close(fd_);
     fd_ = other.fd_;
+    path_ = std::move(other.path_);
+    created_ = std::move(other.created_);
     other.fd_ = -1;
   }
   return *this;

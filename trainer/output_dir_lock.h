@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -19,15 +20,25 @@ class OutputDirLock {
   // cannot be made or locked is InvalidArgument naming it. `field` names the setting in errors.
   static absl::StatusOr<OutputDirLock> Acquire(const std::string& dir, const std::string& field);
 
-  OutputDirLock(OutputDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  // For a run refused after the lock was taken (bad input found later, e.g. a port in use):
+  // removes the lock file and the directories Acquire created, so nothing is left written.
+  void Abandon();
+
+  OutputDirLock(OutputDirLock&& other) noexcept
+      : fd_(other.fd_), path_(std::move(other.path_)), created_(std::move(other.created_)) {
+    other.fd_ = -1;
+  }
   OutputDirLock& operator=(OutputDirLock&& other) noexcept;
   OutputDirLock(const OutputDirLock&) = delete;
   OutputDirLock& operator=(const OutputDirLock&) = delete;
   ~OutputDirLock();
 
  private:
-  explicit OutputDirLock(int fd) : fd_(fd) {}
+  OutputDirLock(int fd, std::string path, std::vector<std::string> created)
+      : fd_(fd), path_(std::move(path)), created_(std::move(created)) {}
   int fd_ = -1;
+  std::string path_;                  // the lock file
+  std::vector<std::string> created_;  // directories Acquire made, innermost first
 };
 
 }  // namespace zerotrain::trainer

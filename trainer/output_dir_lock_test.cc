@@ -35,6 +35,19 @@ TEST(OutputDirLockTest, OneHolderAtATimeNamedByPid) {
   EXPECT_TRUE(OutputDirLock::Acquire(dir, "run.output_dir").ok());
 }
 
+// A run refused after taking the lock leaves nothing: the lock file and the directories it made
+// go, a directory that was there before stays.
+TEST(OutputDirLockTest, AbandonLeavesNothingBehind) {
+  const std::string root = Dir("lock_abandon");
+  auto lock = OutputDirLock::Acquire(root + "/a/b", "run.output_dir");
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  ASSERT_TRUE(fs::exists(root + "/a/b/.zerotrain.lock"));
+  lock->Abandon();
+  EXPECT_FALSE(fs::exists(root + "/a"));
+  EXPECT_TRUE(fs::exists(root));
+  EXPECT_TRUE(OutputDirLock::Acquire(root + "/a/b", "run.output_dir").ok());
+}
+
 // The kernel releases a dead holder's lock: nothing to clean up after a crash.
 TEST(OutputDirLockTest, AHolderKilledLeavesTheDirectoryFree) {
   const std::string dir = Dir("lock_killed");

@@ -78,15 +78,17 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
                          absl::StrFormat("%.2f", ModelParameterCount(m) / 1e6), "M parameters (",
                          m.n_layer, " layers, ", m.n_head, " heads, d_model ", m.n_embd,
                          ", context ", m.block_size, ")");
+  const std::string ranks =
+      absl::StrCat(group->world_size(), group->world_size() == 1 ? " rank" : " ranks");
   std::printf(
-      "zerotrain: %s, %d ranks (%s), ZeRO stage %d, %s\n"
-      "zerotrain: batch %lld = micro %lld x accumulation %lld x %d ranks; %lld steps; data: %s "
+      "zerotrain: %s, %s (%s), ZeRO stage %d, %s\n"
+      "zerotrain: batch %lld = micro %lld x accumulation %lld x %s; %lld steps; data: %s "
       "(%lld train / %lld eval %s)\n"
       "zerotrain: device %s | offload: %s\n",
-      shape.c_str(), group->world_size(), DistBackendName(config.run.dist_backend),
-      config.engine.stage, engine::PrecisionName(config.engine.precision),
-      static_cast<long long>(b.train_batch_size), static_cast<long long>(b.micro_batch_size),
-      static_cast<long long>(b.gradient_accumulation_steps), group->world_size(),
+      shape.c_str(), ranks.c_str(), DistBackendName(config.run.dist_backend), config.engine.stage,
+      engine::PrecisionName(config.engine.precision), static_cast<long long>(b.train_batch_size),
+      static_cast<long long>(b.micro_batch_size),
+      static_cast<long long>(b.gradient_accumulation_steps), ranks.c_str(),
       static_cast<long long>(config.run.steps), data.source().c_str(),
       static_cast<long long>(data.train_tokens()), static_cast<long long>(data.eval_tokens()),
       data.unit(),

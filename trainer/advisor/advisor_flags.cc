@@ -1,145 +1,74 @@
-// Flag parsing for the advisor binary: a small table of flag name -> setter.
+// The advisor binary's flags, declared with Abseil's flags library (see advisor_flags.h); --help
+// is generated from the help strings here. Only //trainer/advisor:advisor links them:
+// //trainer:main has its own --params and friends for --estimate_memory.
 #include "trainer/advisor/advisor_flags.h"
 
 #include <cmath>
-#include <functional>
-#include <map>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "tools/command_line.h"
 #include "tools/status_macros.h"
+#include "trainer/advisor/parse_count.h"
+
+ABSL_FLAG(std::string, params, "", "the model's parameter count, required (1.3B, 125M, 13e9)");
+ABSL_FLAG(std::string, largest_layer_params, "",
+          "the largest layer's parameter count, required (it sets the gathered-parameter and\n"
+          "offload-buffer terms)");
+ABSL_FLAG(double, device_memory_gib, 0, "memory per device, GiB, required");
+ABSL_FLAG(std::string, gpus_per_node, "1", "devices per node");
+ABSL_FLAG(std::string, nodes, "1", "nodes");
+ABSL_FLAG(double, host_memory_gib, 0, "host memory per node, GiB (0: not checked)");
+ABSL_FLAG(double, activation_fraction, 0.25, "the share of device memory kept for activations");
+ABSL_FLAG(double, additional_buffer_factor, 1.5, "DeepSpeed's margin on offloaded host memory");
+ABSL_FLAG(bool, prefer_larger_batches, false,
+          "recommend the stage that leaves the most memory for activations");
+ABSL_FLAG(bool, zero_init, true, "parameters partitioned as the model is built (zero.Init)");
+ABSL_FLAG(bool, help, false, "print this help and exit");
 
 namespace zerotrain::advisor {
 namespace {
 
-absl::Status BadValue(const std::string& flag, const std::string& text, const char* want) {
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", text, "' is not ", want));
-}
-
-absl::StatusOr<double> ParseDouble(const std::string& flag, const std::string& text) {
-  double v = 0;
-  if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) return BadValue(flag, text, "a number");
-  return v;
-}
-
-absl::StatusOr<bool> ParseBool(const std::string& flag, const std::string& text) {
-  bool v = false;
-  if (!absl::SimpleAtob(text, &v)) return BadValue(flag, text, "true or false");
-  return v;
+absl::Status Required(const char* name) {
+  return absl::InvalidArgumentError(absl::StrCat("--", name, ": required (see --help)"));
 }
 
 }  // namespace
 
-absl::StatusOr<int64_t> ParseCount(const std::string& flag, const std::string& text) {
-  std::string number = text;
-  double scale = 1;
-  if (!number.empty()) {
-    switch (absl::ascii_toupper(number.back())) {
-      case 'K':
-        scale = 1e3;
-        break;
-      case 'M':
-        scale = 1e6;
-        break;
-      case 'B':
-      case 'G':
-        scale = 1e9;
-        break;
-      case 'T':
-        scale = 1e12;
-        break;
-      default:
-        break;
-    }
-    if (scale != 1) number.pop_back();
-  }
-  double v = 0;
-  if (!absl::SimpleAtod(number, &v) || !std::isfinite(v) || v < 0 || v * scale > 9e18) {
-    return BadValue(flag, text, "a count >= 0 (e.g. 125M, 1.3B, 13e9)");
-  }
-  return static_cast<int64_t>(std::llround(v * scale));
-}
-
 absl::StatusOr<AdvisorInput> ParseAdvisorFlags(const std::vector<std::string>& args) {
+  std::vector<const char*> argv = {"advisor"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  ZT_RETURN_IF_ERROR(tools::ParseCommandLine(static_cast<int>(argv.size()), argv.data()));
   AdvisorInput in;
-  bool have_params = false, have_layer = false, have_device = false;
-  using Setter = std::function<absl::Status(const std::string& flag, const std::string& value)>;
-  auto count = [](int64_t* field, bool* seen = nullptr) -> Setter {
-    return [field, seen](const std::string& f, const std::string& v) -> absl::Status {
-      ZT_ASSIGN_OR_RETURN(*field, ParseCount(f, v));
-      if (seen) *seen = true;
-      return absl::OkStatus();
-    };
-  };
-  auto real = [](double* field, bool* seen = nullptr) -> Setter {
-    return [field, seen](const std::string& f, const std::string& v) -> absl::Status {
-      ZT_ASSIGN_OR_RETURN(*field, ParseDouble(f, v));
-      if (seen) *seen = true;
-      return absl::OkStatus();
-    };
-  };
-  auto boolean = [](bool* field) -> Setter {
-    return [field](const std::string& f, const std::string& v) -> absl::Status {
-      ZT_ASSIGN_OR_RETURN(*field, ParseBool(f, v));
-      return absl::OkStatus();
-    };
-  };
-  const std::map<std::string, Setter> setters = {
-      {"params", count(&in.total_params, &have_params)},
-      {"largest_layer_params", count(&in.largest_layer_params, &have_layer)},
-      {"gpus_per_node", count(&in.gpus_per_node)},
-      {"nodes", count(&in.nodes)},
-      {"device_memory_gib", real(&in.device_memory_gib, &have_device)},
-      {"host_memory_gib", real(&in.host_memory_gib)},
-      {"activation_fraction", real(&in.activation_fraction)},
-      {"additional_buffer_factor", real(&in.additional_buffer_factor)},
-      {"prefer_larger_batches", boolean(&in.prefer_larger_batches)},
-      {"zero_init", boolean(&in.zero_init)},
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (!absl::StartsWith(arg, "--")) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
-    }
-    arg = arg.substr(2);
-    std::string name = arg, value;
-    const size_t eq = arg.find('=');
-    const bool inline_value = eq != std::string::npos;
-    if (inline_value) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
-    auto it = setters.find(name);
-    if (it == setters.end())
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
-    const bool is_bool = name == "prefer_larger_batches" || name == "zero_init";
-    if (!inline_value) {
-      if (is_bool) {
-        value = "true";
-      } else if (i + 1 < args.size()) {
-        value = args[++i];
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, ": missing value"));
-      }
-    }
-    ZT_RETURN_IF_ERROR(it->second(name, value));
-  }
-  if (!have_params) return absl::InvalidArgumentError("--params: required");
-  if (!have_layer) return absl::InvalidArgumentError("--largest_layer_params: required");
-  if (!have_device) return absl::InvalidArgumentError("--device_memory_gib: required");
+  if (absl::GetFlag(FLAGS_help)) return in;
+  if (!tools::FlagGiven("params")) return Required("params");
+  if (!tools::FlagGiven("largest_layer_params")) return Required("largest_layer_params");
+  if (!tools::FlagGiven("device_memory_gib")) return Required("device_memory_gib");
+  ZT_ASSIGN_OR_RETURN(in.total_params, ParseCount("params", absl::GetFlag(FLAGS_params)));
+  ZT_ASSIGN_OR_RETURN(
+      in.largest_layer_params,
+      ParseCount("largest_layer_params", absl::GetFlag(FLAGS_largest_layer_params)));
+  ZT_ASSIGN_OR_RETURN(in.gpus_per_node,
+                      ParseCount("gpus_per_node", absl::GetFlag(FLAGS_gpus_per_node)));
+  ZT_ASSIGN_OR_RETURN(in.nodes, ParseCount("nodes", absl::GetFlag(FLAGS_nodes)));
+  in.device_memory_gib = absl::GetFlag(FLAGS_device_memory_gib);
+  in.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);
+  in.activation_fraction = absl::GetFlag(FLAGS_activation_fraction);
+  in.additional_buffer_factor = absl::GetFlag(FLAGS_additional_buffer_factor);
+  in.prefer_larger_batches = absl::GetFlag(FLAGS_prefer_larger_batches);
+  in.zero_init = absl::GetFlag(FLAGS_zero_init);
   ZT_RETURN_IF_ERROR(ValidateAdvisorInput(in));
   return in;
 }
 
+bool AdvisorHelpRequested() { return absl::GetFlag(FLAGS_help); }
+
 std::string AdvisorUsage() {
-  return "usage: advisor --params=N --largest_layer_params=N --device_memory_gib=G\n"
-         "               [--gpus_per_node=1] [--nodes=1] [--host_memory_gib=0 (unknown)]\n"
-         "               [--activation_fraction=0.25] [--prefer_larger_batches]\n"
-         "               [--additional_buffer_factor=1.5] [--zero_init=true]\n"
-         "Counts take K/M/B/T suffixes (1.3B). Prints model-state memory per device and per host\n"
-         "for ZeRO stages 0-3 with and without offload, and the configuration to use.\n";
+  return tools::FlagsHelp(
+      "usage: advisor --params=N --largest_layer_params=N --device_memory_gib=G [flags]\n"
+      "Prints model-state memory per device and per host for ZeRO stages 0-3 with and without\n"
+      "offload, and the configuration to use. Counts take K/M/B/T suffixes (1.3B).\n\n",
+      {"trainer/advisor/advisor_flags.cc"});
 }
 
 }  // namespace zerotrain::advisor

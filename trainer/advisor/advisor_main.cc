@@ -1,5 +1,5 @@
 // //trainer/advisor:advisor — prints the ZeRO memory estimate and recommendation for a model
-// size and cluster shape, without building the model. Exit code 2 on bad flags.
+// size and cluster shape, without building the model. Bad flags: one line, exit code 2.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -9,17 +9,14 @@
 
 int main(int argc, char** argv) {
   using namespace zerotrain::advisor;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::cout << AdvisorUsage();
-      return 0;
-    }
-  }
-  auto input = ParseAdvisorFlags(args);
+  auto input = ParseAdvisorFlags(std::vector<std::string>(argv + 1, argv + argc));
   if (!input.ok()) {
-    std::cerr << "advisor: " << input.status().message() << "\n" << AdvisorUsage();
+    std::cerr << "advisor: " << input.status().message() << "\n";
     return 2;
+  }
+  if (AdvisorHelpRequested()) {
+    std::cout << AdvisorUsage();
+    return 0;
   }
   auto report = EstimateMemoryReport(*input);
   if (!report.ok()) {

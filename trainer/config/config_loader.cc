@@ -10,11 +10,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/status_macros.h"
 #include "trainer/config/ds_json.h"
+#include "trainer/config/field_names.h"
 
 namespace zerotrain::trainer {
 
@@ -93,9 +95,27 @@ absl::StatusOr<TrainerConfigProto> ParsePbtxt(const std::string& text, const std
   TrainerConfigProto config;
   if (!parser.ParseFromString(std::string(text), &config)) {
     if (errors.errors.empty()) errors.errors.push_back("cannot parse");
-    return absl::InvalidArgumentError(absl::StrCat(file, ":", errors.errors.front()));
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    const bool json = first != std::string::npos && text[first] == '{';
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ":", ExplainTextFormatError(*TrainerConfigProto::descriptor(), errors.errors.front()),
+        json ? " (this is JSON: a DeepSpeed ds_config.json goes to --ds_config)" : ""));
   }
   return config;
+}
+
+// A --ds_config that is not JSON but parses as our protobuf text config was given to the wrong
+// flag: say which.
+absl::Status HintPbtxtAsJson(absl::Status s, const std::string& text) {
+  if (s.ok() || !absl::StrContains(s.message(), "not valid JSON")) return s;
+  TrainerConfigProto unused;
+  google::protobuf::TextFormat::Parser quiet;
+  ErrorList ignored;
+  quiet.RecordErrorsTo(&ignored);
+  if (!quiet.ParseFromString(text, &unused)) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(),
+                                             " (this is a protobuf text config: "
+                                             "pass it with --config)"));
 }
 
 absl::StatusOr<TrainerConfigProto> LoadConfigProto(const ConfigSources& sources,
@@ -111,7 +131,9 @@ absl::StatusOr<TrainerConfigProto> LoadConfigProto(const ConfigSources& sources,
   if (sources.ds_json_path.empty()) return config;
 
   ZT_ASSIGN_OR_RETURN(std::string json, ReadFile(sources.ds_json_path, "--ds_config"));
-  ZT_ASSIGN_OR_RETURN(DsJson ds, ParseDsJson(json, sources.ds_json_path));
+  auto parsed = ParseDsJson(json, sources.ds_json_path);
+  if (!parsed.ok()) return HintPbtxtAsJson(parsed.status(), json);
+  DsJson ds = *std::move(parsed);
   warnings->insert(warnings->end(), ds.warnings.begin(), ds.warnings.end());
   std::vector<std::string> both;
   Overlap(config, ds.config, "", &both);

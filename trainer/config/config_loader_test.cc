@@ -270,6 +270,39 @@ TEST(ConfigLoader, MalformedFilesNameFileAndPosition) {
   EXPECT_THAT(s, HasSubstr("bad_syntax.json:3:36: not valid JSON"));  // the second comma
 }
 
+// A typo names the field's path and the nearest field there, as the JSON reader does.
+TEST(ConfigLoader, UnknownPbtxtFieldNamesItsPathAndTheNearestName) {
+  auto typo = ParsePbtxt("zero_optimization {\n  stage: 2 overlap_com: true\n}\n", "t.pbtxt");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_EQ(std::string(typo.status().message()),
+            "t.pbtxt:2:23: zero_optimization.overlap_com: unknown field (did you mean "
+            "overlap_comm?)");
+  auto nested = ParsePbtxt("zero_optimization { offload_param { devce: \"cpu\" } }", "t.pbtxt");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_THAT(std::string(nested.status().message()),
+              HasSubstr("zero_optimization.offload_param.devce: unknown field (did you mean "
+                        "device?)"));
+  auto top = ParsePbtxt("steps_per_prnt: 3", "t.pbtxt");
+  ASSERT_FALSE(top.ok());
+  EXPECT_THAT(std::string(top.status().message()),
+              HasSubstr("steps_per_prnt: unknown field (did you mean steps_per_print?)"));
+  auto far = ParsePbtxt("colour: 3", "t.pbtxt");
+  ASSERT_FALSE(far.ok());
+  EXPECT_EQ(std::string(far.status().message()), "t.pbtxt:1:7: colour: unknown field");
+}
+
+// A file given to the other flag says which flag it belongs to.
+TEST(ConfigLoader, AFileGivenToTheWrongFlagSaysWhichItBelongsTo) {
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/ds.json") << "{\"train_micro_batch_size_per_gpu\": 4}\n";
+  std::ofstream(dir + "/run.pbtxt") << "# a comment\ntrain_micro_batch_size_per_gpu: 4\n";
+  EXPECT_THAT(LoadError({dir + "/ds.json", ""}),
+              HasSubstr("(this is JSON: a DeepSpeed ds_config.json goes to --ds_config)"));
+  EXPECT_THAT(LoadError({"", dir + "/run.pbtxt"}), HasSubstr("not valid JSON: unexpected '#'"));
+  EXPECT_THAT(LoadError({"", dir + "/run.pbtxt"}),
+              HasSubstr("(this is a protobuf text config: pass it with --config)"));
+}
+
 TEST(ConfigLoader, FullDeepSpeedFileLoadsEverySection) {
   std::vector<std::string> warnings;
   TrainerConfigProto c = Load({"", std::string(kTestdata) + "ds_full.json"}, &warnings);

@@ -259,6 +259,7 @@ absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
                                   ModelFamilyName(g.family), " model"));
     }
     g.family = family;
+    g.name = m.name();
   }
   if (g.family == ModelFamily::kResNet) {
     for (const auto& [field, given] :

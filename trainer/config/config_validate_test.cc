@@ -425,7 +425,7 @@ TEST(ConfigValidate, BadValuesNameFieldAndValue) {
   EXPECT_THAT(Error(R"(model { name: "llama" dropout: 0.1 })"),
               HasSubstr("model.dropout does not apply to model.name \"llama\""));
   EXPECT_THAT(Error(R"(model { name: "gpt" n_kv_head: 2 })"),
-              HasSubstr("model.n_kv_head does not apply to model.name \"gpt2\""));
+              HasSubstr("model.n_kv_head does not apply to model.name \"gpt\""));
   EXPECT_THAT(Error(R"(model { name: "llama" n_head: 6 n_kv_head: 4 })"), HasSubstr("n_kv_head"));
   EXPECT_THAT(
       Error(R"(run { dist_backend: "mpi" })"),

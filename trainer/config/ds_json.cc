@@ -17,6 +17,7 @@
 #include "tools/status_macros.h"
 #include "trainer/config/ds_json_compat.h"
 #include "trainer/config/ds_keys.h"
+#include "trainer/config/field_names.h"
 #include "trainer/config/json_syntax.h"
 
 namespace zerotrain::trainer {
@@ -115,7 +116,7 @@ absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, 
                                        " type zerotrain has (DeepSpeed's constructor would "
                                        "reject it too)"));
       }
-      s->unknown.push_back(path);
+      s->unknown.push_back(path + DidYouMean(*d, key));
       continue;
     }
     if (v.has_null_value()) continue;  // DeepSpeed reads null as "use the default"

@@ -84,24 +84,27 @@ TEST(DsJson, UnknownKeysAreDroppedWithOneWarningListingThemAll) {
   EXPECT_THAT(d.warnings[0], HasSubstr("t.json"));
   // memory_breakdown is DeepSpeed's (a log switch): accepted, not unknown.
   EXPECT_THAT(d.warnings[0],
-              HasSubstr("ignoring unknown key(s) aio.queue_dept, checkpoint.writer.typ, "
-                        "flops_profiler.profile_stp, foo"));
+              HasSubstr("ignoring unknown key(s) aio.queue_dept (did you mean queue_depth?), "
+                        "checkpoint.writer.typ (did you mean type?), flops_profiler.profile_stp "
+                        "(did you mean profile_step?), foo"));
 }
 
 // DeepSpeed's pydantic sections (tensorboard, csv_monitor, wandb, comet, comms_logger, fp16,
 // bf16, the offload sections) forbid extra keys, whether the section is on or not.
 TEST(DsJson, UnknownKeysInDeepSpeedModelSectionsAreErrors) {
   EXPECT_THAT(Error(R"({"tensorboard": {"enabled": true, "job_nam": "x"}})"),
-              HasSubstr("t.json: tensorboard.job_nam: unknown key (DeepSpeed 0.19.8 rejects it "
+              HasSubstr("t.json: tensorboard.job_nam (did you mean job_name?): unknown key "
+                        "(DeepSpeed 0.19.8 rejects it "
                         "too: its tensorboard model forbids extra keys"));
   EXPECT_THAT(Error(R"({"wandb": {"enabled": false, "projct": "x"}})"),
-              HasSubstr("wandb.projct: unknown key"));
+              HasSubstr("wandb.projct (did you mean project?): unknown key"));
   EXPECT_THAT(Error(R"({"comms_logger": {"prof_op": ["all_reduce"]}})"),
-              HasSubstr("comms_logger.prof_op: unknown key"));
+              HasSubstr("comms_logger.prof_op (did you mean prof_ops?): unknown key"));
   EXPECT_THAT(Error(R"({"bf16": {"enabled": true, "check_overflow": false}})"),
               HasSubstr("bf16.check_overflow: unknown key"));
-  EXPECT_THAT(Error(R"({"zero_optimization": {"offload_param": {"devce": "cpu"}}})"),
-              HasSubstr("zero_optimization.offload_param.devce: unknown key"));
+  EXPECT_THAT(
+      Error(R"({"zero_optimization": {"offload_param": {"devce": "cpu"}}})"),
+      HasSubstr("zero_optimization.offload_param.devce (did you mean device?): unknown key"));
   // Their DeepSpeed keys without a proto field: accepted where they cannot matter or at the
   // default, refused otherwise.
   DsJson d = Parse(R"({"wandb": {"enabled": false, "project": "p", "team": null},
@@ -148,8 +151,9 @@ TEST(DsJson, AioThreadCountIsIntraOpParallelism) {
 TEST(DsJson, UnknownKeysInsideZeroOptimizerAndSchedulerParamsAreErrors) {
   std::string e = Error(R"({"zero_optimization": {"stage": 2, "overlap_com": true,
       "reduce_bucket": 5}})");
-  EXPECT_THAT(e, HasSubstr("t.json: zero_optimization.overlap_com, zero_optimization."
-                           "reduce_bucket: unknown key"));
+  EXPECT_THAT(e, HasSubstr("t.json: zero_optimization.overlap_com (did you mean overlap_comm?), "
+                           "zero_optimization.reduce_bucket (did you mean reduce_bucket_size?): "
+                           "unknown key"));
   EXPECT_THAT(Error(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.1, "betas1": 0.9}}})"),
               HasSubstr("optimizer.params.betas1: not a parameter of any optimizer"));
   EXPECT_THAT(Error(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_step": 9}}})"),

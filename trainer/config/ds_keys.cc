@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "trainer/config/config.pb.h"
+#include "trainer/config/field_names.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -347,6 +348,14 @@ absl::Status ResolveSection(const std::string& file, const DsSection& section, S
     }
   }
   if (strangers.empty()) return absl::OkStatus();
+  std::vector<std::string> known;
+  for (const DsKey& k : section.keys) known.push_back(k.key);
+  if (section.message != nullptr) {
+    for (int i = 0; i < section.message->field_count(); ++i) {
+      known.push_back(section.message->field(i)->name());
+    }
+  }
+  for (std::string& key : strangers) key += DidYouMean(known, key);
   if (section.forbids_extra_keys) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, absl::StrJoin(strangers, absl::StrCat(", ", dotted)),

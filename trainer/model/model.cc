@@ -13,8 +13,8 @@ namespace {
 // it does not do.
 absl::Status NotForFamily(const ModelOptions& o, const char* field, bool is_default) {
   if (is_default) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "model.", field, " does not apply to model.name \"", ModelFamilyName(o.family), "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.", field, " does not apply to model.name \"", ModelName(o), "\""));
 }
 
 }  // namespace
@@ -32,6 +32,7 @@ const char* ModelFamilyName(ModelFamily family) {
 }
 
 std::string ModelName(const ModelOptions& o) {
+  if (!o.name.empty()) return o.name;
   if (o.family == ModelFamily::kResNet) return absl::StrCat("resnet", o.depth);
   return ModelFamilyName(o.family);
 }

@@ -30,6 +30,9 @@ std::string ModelName(const ModelOptions& options);
 
 struct ModelOptions {
   ModelFamily family = ModelFamily::kGpt2;
+  // model.name as the config writes it ("gpt" and "gpt2" are one family), for messages; "" = the
+  // family's own name.
+  std::string name;
   // Both families; the defaults are GptOptions'.
   int64_t vocab_size = GptOptions().vocab_size;
   int64_t block_size = GptOptions().block_size;
