@@ -90,8 +90,9 @@ absl::StatusOr<std::string> TrainSaveConsolidate(int rank) {
     }
     ++i;
   }
-  if (RunTool({"--checkpoint_dir=" + dir + "/missing", "--output=" + out + ".2"}) != 1) {
-    return absl::InternalError("a missing checkpoint did not exit 1");
+  // A checkpoint that is not there is bad input, as a bad flag is: exit 2.
+  if (RunTool({"--checkpoint_dir=" + dir + "/missing", "--output=" + out + ".2"}) != 2) {
+    return absl::InternalError("a missing checkpoint did not exit 2");
   }
   return std::string("ok");
 }

@@ -162,9 +162,13 @@ int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
   if (!placed.ok()) return Fail(kBadInput, std::string(placed.status().message()));
   const TrainerConfig& config = *placed;
   const int rank = info->rank;
-  // Under another launcher rank 0 holds the run's output directory (ours holds it for its ranks).
+  // Under another launcher rank 0 makes our launcher's checks of the run's inputs and holds its
+  // output directory (ours does both for its ranks).
   absl::StatusOr<OutputDirLock> lock = absl::UnknownError("not taken");
   if (rank == 0 && !comm::LaunchedByLauncher()) {
+    if (absl::Status s = CheckRunInputs(config, info->world_size); !s.ok()) {
+      return Fail(kBadInput, std::string(s.message()));
+    }
     lock = OutputDirLock::Acquire(config.run.output_dir, "run.output_dir");
     if (!lock.ok()) return Fail(kBadInput, std::string(lock.status().message()));
   }

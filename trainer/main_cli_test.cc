@@ -126,6 +126,21 @@ TEST(MainCliTest, ModelToolsNeedNoBatchSizesAndConsolidatePointsAtCheckpoints) {
                                               out + "\" eval_interval: 0 sample_tokens: 0 }"}})},
       dir);
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  // Resuming it with another model size is refused before any rank starts, once.
+  const TrainerResult bigger =
+      RunBinary(main,
+                {"--config=" +
+                 WriteConfig(dir, dir + "/out2", 4,
+                             {{"model",
+                               "model { name: \"gpt\" n_layer: 3 n_head: 2 n_embd: 64 "
+                               "block_size: 32 }"},
+                              {"run", "run { steps: 4 seed: 1 output_dir: \"" + dir +
+                                          "/out2\" resume_from: \"" + out + "/checkpoints\" }"}})},
+                dir);
+  ExpectOneLine(bigger, "the checkpoint holds a model of ");
+  EXPECT_NE(bigger.err.find("(model.name \"gpt\", n_layer 3, n_embd 64"), std::string::npos)
+      << bigger.err;
+  EXPECT_FALSE(fs::exists(dir + "/out2"));
   const TrainerResult wrong_dir =
       RunBinary(g_consolidate, {"--checkpoint_dir=" + out, "--output=" + dir + "/m.pt"}, dir);
   ExpectOneLine(wrong_dir,

@@ -15,9 +15,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/manifest.h"
 #include "tools/status_macros.h"
 #include "trainer/data/load_dataset.h"
 #include "trainer/data/sampler.h"
+#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -41,7 +43,23 @@ absl::Status CheckCheckpointDir(const RunOptions& run) {
       "\", or choose another run.output_dir"));
 }
 
-absl::Status CheckResume(const RunOptions& run) {
+// The checkpoint's parameters against the configured language model's, counted without building
+// it (GptParameterCount and LlamaParameterCount are held to the built models by their tests).
+absl::Status CheckSameModel(const checkpoint::Manifest& m, const ModelOptions& model,
+                            const std::string& where) {
+  if (model.family == ModelFamily::kResNet) return absl::OkStatus();
+  int64_t saved = 0;
+  for (const checkpoint::ParameterEntry& p : m.params()) saved += p.numel();
+  const int64_t want = ModelParameterCount(model);
+  if (saved == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, "the checkpoint holds a model of ", saved, " parameters (", m.params_size(),
+      " tensors), and the config's model (model.name \"", ModelName(model), "\", n_layer ",
+      model.n_layer, ", n_embd ", model.n_embd, ", vocab_size ", model.vocab_size, ") has ", want,
+      ": resume with the model section that run trained with"));
+}
+
+absl::Status CheckResume(const RunOptions& run, const ModelOptions& model) {
   if (run.resume_from.empty()) return absl::OkStatus();
   const std::string where = absl::StrCat("run.resume_from = \"", run.resume_from, "\": ");
   // Opening checks the manifest and that every shard file is there, is the one it lists (run,
@@ -49,6 +67,7 @@ absl::Status CheckResume(const RunOptions& run) {
   auto reader = checkpoint::CheckpointReader::Open(run.resume_from);
   if (!reader.ok())
     return absl::InvalidArgumentError(where + std::string(reader.status().message()));
+  ZT_RETURN_IF_ERROR(CheckSameModel((*reader)->manifest(), model, where));
   const auto& client = (*reader)->manifest().client_state();
   int64_t step = 0;
   const auto it = client.find("trainer_step");
@@ -127,7 +146,7 @@ absl::Status CheckRunInputs(const TrainerConfig& config, int world_size) {
         CheckOutputDirWritable(config.metrics.tensorboard_output_path, "tensorboard.output_path"));
   }
   ZT_RETURN_IF_ERROR(CheckCheckpointDir(config.run));
-  ZT_RETURN_IF_ERROR(CheckResume(config.run));
+  ZT_RETURN_IF_ERROR(CheckResume(config.run, config.model));
   // Reading the data here costs little (the embedded corpus is ~440 KB) and catches a missing
   // file, ids beyond vocab_size, labels beyond num_classes or a block_size longer than the data
   // before any rank starts.

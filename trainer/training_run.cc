@@ -244,8 +244,17 @@ absl::Status Save(Trainer& t, int64_t step) {
   const std::string tag = absl::StrCat("global_step", step);
   std::map<std::string, std::string> client = {{kTrainerStep, std::to_string(step)}};
   PutDataPosition(t.sampler->position(), &client);
-  ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kCheckpoint,
-                             t.engine->SaveCheckpoint(CheckpointDir(t.config.run), tag, client)));
+  absl::Status saved = t.engine->SaveCheckpoint(CheckpointDir(t.config.run), tag, client);
+  if (absl::IsAlreadyExists(saved)) {
+    // The trainer names its tags by step: a clash is another run's checkpoints in this directory
+    // (under a launcher that ran no start-up check of it). Name the settings that fix it.
+    saved = absl::FailedPreconditionError(absl::StrCat(
+        "run.output_dir = \"", t.config.run.output_dir, "\" already holds an earlier run's ",
+        "checkpoint at step ", step, " (", CheckpointDir(t.config.run),
+        "/latest): continue that run with run.resume_from: \"auto\", or choose another "
+        "run.output_dir"));
+  }
+  ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kCheckpoint, saved));
   return t.report->Saved(step, CheckpointDir(t.config.run) + "/" + tag, Now() - start);
 }
 
