@@ -113,6 +113,29 @@ TEST(MainCliTest, ConfigMistakesSayWhatWasMeant) {
                 "--export_hf = \"" + dir + "/a_file/hf\": ");
 }
 
+// Names and counts as a person writes them: model.name as given, "1 rank".
+TEST(MainCliTest, OneRankAndTheModelNameAreEchoedAsWritten) {
+  const std::string dir = Dir("cli_echo");
+  const TrainerResult r =
+      RunBinary(testing::MainBinary(),
+                {"--nproc_per_node=1",
+                 "--config=" + WriteConfig(dir, dir + "/out", 1,
+                                           {{"model",
+                                             "model { name: \"gpt\" n_layer: 1 "
+                                             "n_head: 2 n_embd: 32 block_size: 16 }"}})},
+                dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", 1 rank ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" x 1 rank; "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("1 ranks"), std::string::npos) << r.out;
+  const TrainerResult bad =
+      RunBinary(testing::MainBinary(),
+                {"--config=" + WriteConfig(dir, dir + "/out2", 1,
+                                           {{"model", "model { name: \"gpt\" n_kv_head: 2 }"}})},
+                dir);
+  ExpectOneLine(bad, "model.n_kv_head does not apply to model.name \"gpt\"");
+}
+
 // --generate and --export_hf train nothing, so they take a config without batch sizes; a run's
 // output directory given to consolidate points at its checkpoints.
 TEST(MainCliTest, ModelToolsNeedNoBatchSizesAndConsolidatePointsAtCheckpoints) {
