@@ -71,7 +71,7 @@ model { name: "gpt2" n_layer: $l n_head: $h n_embd: $d block_size: $SEQ vocab_si
         gelu_tanh: true dropout: 0 }
 data { source: "tokens" path: "$work/tokens.bin" eval_fraction: 0 }
 run { steps: $steps seed: 1 device: "$DEVICE" output_dir: "$work/out" eval_interval: 0
-      sample_tokens: 0 }
+      sample_tokens: 0 save_on_stop: false }
 CFG
   (timeout -k 10 "$ROW_TIMEOUT_S" "$main" --config="$cfg" \
     --nproc_per_node="$gpus" --memory_summary) >"$log" 2>&1 || return 1
