@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "recompute/activation_checkpoint.h"
 #include "tools/status_macros.h"
+#include "trainer/bucket_notes.h"
 #include "trainer/config/config_table.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/metrics/device_memory_stats.h"
@@ -98,6 +99,9 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
   // Every setting the run uses, defaults and derived values included, as DeepSpeed's engine lists
   // its own: a log then says exactly how the run was configured.
   std::printf("%s", ConfigTable(config.effective).c_str());
+  for (const std::string& note : WholeModelBufferNotes(config.engine, ModelParameterCount(m))) {
+    std::printf("zerotrain: note: %s\n", note.c_str());
+  }
   std::fflush(stdout);
   return r;
 }
