@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,12 +85,14 @@ bool InJob(const MainFlags& flags) {
          std::getenv("SLURM_PROCID") != nullptr;
 }
 
-absl::StatusOr<int> WorldSize(const MainFlags& flags) {
-  if (!InJob(flags)) {
-    return flags.nnodes * (flags.nproc_per_node > 0 ? flags.nproc_per_node : kDefaultRanks);
-  }
-  ZT_ASSIGN_OR_RETURN(const comm::RendezvousInfo info, comm::RendezvousFromEnv());
-  return info.world_size;
+// Where this process sits: a rank's variables as its launcher set them (read once here), or for
+// our own launcher only the world it will start.
+absl::StatusOr<comm::RendezvousInfo> JobInfo(const MainFlags& flags) {
+  if (InJob(flags)) return comm::RendezvousFromEnv();
+  comm::RendezvousInfo info;
+  info.world_size =
+      flags.nnodes * (flags.nproc_per_node > 0 ? flags.nproc_per_node : kDefaultRanks);
+  return info;
 }
 
 // --estimate_memory: the model from the flags, else from the config's GPT.
@@ -148,29 +151,30 @@ absl::StatusOr<TrainerConfig> PlaceRank(const TrainerConfig& config,
   return placed;
 }
 
-int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
+// `info` is the job's variables as Main read them; the rendezvous is ProcessGroup::Create's.
+int RunRank(const MainFlags& flags, const comm::RendezvousInfo& info,
+            const TrainerConfig& unplaced) {
   InstallStopSignalHandlers(std::chrono::seconds(unplaced.run.stop_timeout_s));
   comm::DieWithLauncher();
-  // Only reads the variables (Main has already); the rendezvous is ProcessGroup::Create's.
-  auto info = comm::RendezvousFromEnv();
-  if (info.ok() && flags.local_rank >= 0 && flags.local_rank != info->local_rank) {
-    info = absl::InvalidArgumentError(absl::StrCat("--local_rank=", flags.local_rank,
-                                                   " disagrees with the job's local rank ",
-                                                   info->local_rank, " (", info->source, ")"));
+  if (flags.local_rank >= 0 && flags.local_rank != info.local_rank) {
+    return Fail(kBadInput, absl::StrCat("--local_rank=", flags.local_rank,
+                                        " disagrees with the job's local rank ", info.local_rank,
+                                        " (", info.source, ")"));
   }
-  auto placed = info.ok() ? PlaceRank(unplaced, *info) : info.status();
+  auto placed = PlaceRank(unplaced, info);
   if (!placed.ok()) return Fail(kBadInput, std::string(placed.status().message()));
   const TrainerConfig& config = *placed;
-  const int rank = info->rank;
+  const int rank = info.rank;
   // Under another launcher rank 0 makes our launcher's checks of the run's inputs and holds its
   // output directory (ours does both for its ranks).
-  absl::StatusOr<OutputDirLock> lock = absl::UnknownError("not taken");
+  std::optional<OutputDirLock> lock;
   if (rank == 0 && !comm::LaunchedByLauncher()) {
-    if (absl::Status s = CheckRunInputs(config, info->world_size); !s.ok()) {
+    if (absl::Status s = CheckRunInputs(config, info.world_size); !s.ok()) {
       return Fail(kBadInput, std::string(s.message()));
     }
-    lock = OutputDirLock::Acquire(config.run.output_dir, "run.output_dir");
-    if (!lock.ok()) return Fail(kBadInput, std::string(lock.status().message()));
+    auto acquired = OutputDirLock::Acquire(config.run.output_dir, "run.output_dir");
+    if (!acquired.ok()) return Fail(kBadInput, std::string(acquired.status().message()));
+    lock = *std::move(acquired);
   }
   absl::Status s = [&]() -> absl::Status {
     // NCCL binds its communicator to the current device when the group is made.
@@ -180,7 +184,7 @@ int RunRank(const MainFlags& flags, const TrainerConfig& unplaced) {
     options.check_calls = config.run.check_calls;
     options.timeout = std::chrono::seconds(config.run.comm_timeout_s);
     options.backend = BackendKind(config.run.dist_backend);
-    ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(*info, options));
+    ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(info, options));
     LogEachOp(config.comms_logger, group.get());
     ZT_RETURN_IF_ERROR(TrainModel(config, group.get(), {.memory_summary = flags.memory_summary}));
     if (config.comms_logger.enabled && rank == 0) {
@@ -234,13 +238,12 @@ int Main(int argc, char** argv) {
       !proto->has_train_micro_batch_size_per_gpu() && !proto->has_gradient_accumulation_steps()) {
     proto->set_train_micro_batch_size_per_gpu(1);
   }
-  auto world = WorldSize(*flags);
-  if (!world.ok()) return Fail(kBadInput, std::string(world.status().message()));
-  auto config = ValidateConfig(*proto, *world, &warnings);
+  auto job = JobInfo(*flags);
+  if (!job.ok()) return Fail(kBadInput, std::string(job.status().message()));
+  auto config = ValidateConfig(*proto, job->world_size, &warnings);
   if (!config.ok()) return Fail(kBadInput, std::string(config.status().message()));
   // A group torchrun restarted continues from its own newest checkpoint.
-  auto info = InJob(*flags) ? comm::RendezvousFromEnv() : comm::RendezvousInfo{};
-  ResolveAutoResume(config->run, info.ok() ? info->restart_count : 0);
+  ResolveAutoResume(config->run, job->restart_count);
   // Once per job: by the launcher, or by rank 0 under another launcher.
   const char* rank = std::getenv("RANK");
   if (!comm::LaunchedByLauncher() && (rank == nullptr || std::string(rank) == "0")) {
@@ -272,19 +275,20 @@ int Main(int argc, char** argv) {
     return Fail(absl::IsInvalidArgument(s) || absl::IsNotFound(s) ? kBadInput : 1,
                 std::string(s.message()));
   }
-  if (InJob(*flags)) return RunRank(*flags, *config);
+  if (InJob(*flags)) return RunRank(*flags, *job, *config);
   const int local_ranks = flags->nproc_per_node > 0 ? flags->nproc_per_node : kDefaultRanks;
   if (absl::Status s = CheckNodePlacement(*config, local_ranks); !s.ok()) {
     return Fail(kBadInput, std::string(s.message()));
   }
-  if (absl::Status s = CheckRunInputs(*config, *world); !s.ok()) {
+  if (absl::Status s = CheckRunInputs(*config, job->world_size); !s.ok()) {
     return Fail(kBadInput, std::string(s.message()));
   }
   // Held until the ranks are gone; only the node that runs rank 0 writes files.
-  absl::StatusOr<OutputDirLock> lock = absl::UnknownError("not taken");
+  std::optional<OutputDirLock> lock;
   if (flags->node_rank == 0) {
-    lock = OutputDirLock::Acquire(config->run.output_dir, "run.output_dir");
-    if (!lock.ok()) return Fail(kBadInput, std::string(lock.status().message()));
+    auto acquired = OutputDirLock::Acquire(config->run.output_dir, "run.output_dir");
+    if (!acquired.ok()) return Fail(kBadInput, std::string(acquired.status().message()));
+    lock = *std::move(acquired);
   }
   if (const std::string w = OversubscribedCoresWarning(local_ranks); !w.empty()) {
     std::fprintf(stderr, "zerotrain: warning: %s\n", w.c_str());
@@ -302,7 +306,7 @@ int Main(int argc, char** argv) {
   const absl::Status s = comm::LaunchRanks(launch);
   if (s.ok()) return 0;
   if (absl::IsInvalidArgument(s)) {  // refused before any rank started: leave nothing behind
-    if (lock.ok()) lock->Abandon();
+    if (lock) lock->Abandon();
     return Fail(kBadInput, std::string(s.message()));
   }
   if (!absl::IsCancelled(s)) return Fail(1, std::string(s.message()));
