@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "engine/engine.h"
 #include "engine/step_staging.h"
+#include "offload/memory_roles.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
 #include "offload/swap_space.h"
@@ -101,6 +102,7 @@ absl::Status Engine::InitState() {
   staging_ =
       std::make_unique<StepStaging>(state_device_, transfer_.get(), host_pool_.get(),
                                     absl::FromChrono(group_->options().timeout), &host_copies_);
+  offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
   if (off.device == OffloadDevice::kNone) {
     try {
       for (size_t a = 0; a < so.arrays.size(); ++a) {
@@ -158,6 +160,7 @@ at::Tensor Engine::StateArray(float* data, int64_t numel) const {
 }
 
 absl::StatusOr<std::vector<at::Tensor>> Engine::ReadState() const {
+  offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
   std::vector<at::Tensor> arrays;
   for (int a = 0; a < state_->num_arrays(); ++a) {
     float* resident = state_->resident(a);
@@ -189,6 +192,7 @@ absl::Status Engine::WriteState(const std::vector<at::Tensor>& arrays) {
 
 absl::StatusOr<at::Tensor> Engine::MasterCopy() const {
   ZT_RETURN_IF_ERROR(WaitStreamOrdered("MasterCopy"));
+  offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
   at::Tensor out = at::empty({master_numel_}, at::kFloat);
   ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
     const at::Tensor from = StateArray(v.arrays[0], v.numel);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "offload/memory_roles.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -32,6 +33,7 @@ StepStaging::~StepStaging() {
 }
 
 absl::StatusOr<at::Tensor> StepStaging::Buffer(const at::Tensor& like) {
+  offload::MemoryRoleScope role(offload::MemoryRole::kStaging);
   try {
     if (!state_device_.is_cpu()) {
       return at::empty({like.numel()}, like.options().device(state_device_));

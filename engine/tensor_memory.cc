@@ -1,6 +1,7 @@
-// A counting wrapper around LibTorch's CPU allocator (tensor_memory.h). Each allocation carries a
-// small block that remembers its size and the base allocator's DataPtr; freeing the block frees
-// the memory and takes its bytes off the count. And the call that hands freed pages back.
+// A counting wrapper around LibTorch's CPU allocator (tensor_memory.h). A table by address keeps
+// each allocation's size, role (offload/memory_roles.h) and the base allocator's DataPtr; freeing
+// takes its bytes off the count and the role, and frees the memory. And the call that hands freed
+// pages back.
 #include "engine/tensor_memory.h"
 
 #include <c10/core/Allocator.h>
@@ -10,7 +11,10 @@
 
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
+
+#include "offload/memory_roles.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -28,12 +32,29 @@ void RaisePeak(int64_t now) {
 struct CountedBlock {
   c10::DataPtr base;
   int64_t bytes;
+  offload::MemoryRole role;  // the allocating thread's, so the free is taken off the same role
 };
 
-void FreeCounted(void* context) {
-  auto* block = static_cast<CountedBlock*>(context);
-  live_bytes.fetch_sub(block->bytes, std::memory_order_relaxed);
-  delete block;  // the base DataPtr frees the memory
+// Every counted block by its address. The DataPtr's context must be the data pointer itself:
+// LibTorch's raw_allocate (which some CPU kernels call) asserts it and frees through
+// raw_deleter() with that pointer alone.
+std::mutex blocks_mu;
+std::unordered_map<void*, CountedBlock>& Blocks() {
+  static auto* const blocks = new std::unordered_map<void*, CountedBlock>;
+  return *blocks;
+}
+
+void FreeCounted(void* data) {
+  c10::DataPtr base;  // freed after the lock is released
+  {
+    std::lock_guard<std::mutex> lock(blocks_mu);
+    auto it = Blocks().find(data);
+    if (it == Blocks().end()) return;  // never counted: nothing of ours to free
+    live_bytes.fetch_sub(it->second.bytes, std::memory_order_relaxed);
+    offload::CountHostBytes(it->second.role, -it->second.bytes);
+    base = std::move(it->second.base);
+    Blocks().erase(it);
+  }
 }
 
 class CountingCpuAllocator final : public c10::Allocator {
@@ -44,10 +65,19 @@ class CountingCpuAllocator final : public c10::Allocator {
     c10::DataPtr base = base_->allocate(n);
     void* data = base.get();
     const c10::Device device = base.device();
-    auto* block = new CountedBlock{std::move(base), static_cast<int64_t>(n)};
-    RaisePeak(live_bytes.fetch_add(block->bytes, std::memory_order_relaxed) + block->bytes);
-    return c10::DataPtr(data, block, &FreeCounted, device);
+    if (data == nullptr) return base;  // zero bytes: nothing to count or to look up
+    const auto bytes = static_cast<int64_t>(n);
+    const offload::MemoryRole role = offload::CurrentMemoryRole();
+    {
+      std::lock_guard<std::mutex> lock(blocks_mu);
+      Blocks().emplace(data, CountedBlock{std::move(base), bytes, role});
+    }
+    RaisePeak(live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+    offload::CountHostBytes(role, bytes);
+    return c10::DataPtr(data, data, &FreeCounted, device);
   }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &FreeCounted; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     base_->copy_data(dest, src, count);

@@ -10,6 +10,8 @@
 namespace zerotrain::engine {
 
 // Wraps LibTorch's CPU allocator with a counting one, once per process (later calls do nothing).
+// Each allocation is also counted under the allocating thread's offload::MemoryRole
+// (offload/memory_roles.h), so offload::PeakHostBytes() says what the peak was made of.
 // Tensors allocated before the first call are not counted, before or after they are freed, so
 // call it before building the model.
 void InstallCpuTensorCounter();

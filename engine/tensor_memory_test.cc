@@ -1,14 +1,17 @@
 // The CPU tensor counter: live bytes follow allocations and frees (views and in-place ops add
 // nothing), the peak is the high-water mark and resets to the live bytes, and tensors from before
-// the install are never counted. ReturnFreedHostMemory gives back a freed buffer glibc kept.
+// the install are never counted; each tensor counts under the role it was made in.
+// ReturnFreedHostMemory gives back a freed buffer glibc kept.
 #include "engine/tensor_memory.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
 #include <unistd.h>
 
 #include <cstdio>
 
 #include "gtest/gtest.h"
+#include "offload/memory_roles.h"
 
 namespace zerotrain::engine {
 namespace {
@@ -39,6 +42,34 @@ TEST(CpuTensorCounter, CountsLiveBytesAndTheirPeak) {
   EXPECT_EQ(CpuTensorPeakBytes(), base);
   { at::Tensor c = at::zeros({3, 1000}, at::kDouble); }
   EXPECT_EQ(CpuTensorPeakBytes() - base, 3 * 1000 * 8);
+  EXPECT_EQ(CpuTensorBytes(), base);
+}
+
+TEST(CpuTensorCounter, CountsEachTensorUnderItsAllocatingRole) {
+  InstallCpuTensorCounter();
+  const auto role_bytes = [](offload::MemoryRole r) {
+    return offload::LiveHostBytes().bytes[static_cast<int>(r)];
+  };
+  const int64_t base = role_bytes(offload::MemoryRole::kGradientBuckets);
+  at::Tensor bucket;
+  {
+    offload::MemoryRoleScope scope(offload::MemoryRole::kGradientBuckets);
+    bucket = at::empty({1000}, at::kFloat);
+  }
+  at::Tensor other = at::empty({1000}, at::kFloat);  // outside the scope: not a bucket
+  EXPECT_EQ(role_bytes(offload::MemoryRole::kGradientBuckets) - base, 4000);
+  bucket = at::Tensor();  // freed outside the scope, still taken off the bucket role
+  EXPECT_EQ(role_bytes(offload::MemoryRole::kGradientBuckets), base);
+}
+
+TEST(CpuTensorCounter, ServesRawAllocationsAsLibTorchKernelsMakeThem) {
+  InstallCpuTensorCounter();
+  const int64_t base = CpuTensorBytes();
+  c10::Allocator* allocator = c10::GetCPUAllocator();
+  void* p = allocator->raw_allocate(1000);  // asserts that the context is the data pointer
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(CpuTensorBytes() - base, 1000);
+  allocator->raw_deallocate(p);
   EXPECT_EQ(CpuTensorBytes(), base);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "offload/memory_roles.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::offload {
@@ -29,7 +30,10 @@ struct PoolState {
   ~PoolState() {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& [size, blocks] : cached) {
-      for (void* p : blocks) FreeHostMemory(p, kind);
+      for (void* p : blocks) {
+        FreeHostMemory(p, kind);
+        CountHostBytes(MemoryRole::kOffloadPool, -size);
+      }
     }
   }
 
@@ -47,6 +51,7 @@ struct PoolState {
       for (void* p : largest->second) {
         FreeHostMemory(p, kind);
         stats.bytes_held -= largest->first;
+        CountHostBytes(MemoryRole::kOffloadPool, -largest->first);
       }
       cached.erase(largest);
     }
@@ -151,6 +156,7 @@ absl::StatusOr<HostBlock> PinnedHostPool::Allocate(int64_t bytes) {
       // the cost is paid once per size, after which the cache serves it.
       ZT_ASSIGN_OR_RETURN(p, AllocateHostMemory(rounded, align, s.kind));
       s.stats.bytes_held += rounded;
+      CountHostBytes(MemoryRole::kOffloadPool, rounded);
       ++s.stats.system_allocations;
       s.stats.peak_bytes_held = std::max(s.stats.peak_bytes_held, s.stats.bytes_held);
     }

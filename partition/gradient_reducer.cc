@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "offload/memory_roles.h"
 
 namespace zerotrain::partition {
 
@@ -84,6 +85,7 @@ GradientReducer::GradientReducer(comm::ProcessGroup* group, const FlatParams* pa
     for (int b : buckets) ++bucket_param_count_[b];
     param_buckets_.push_back(std::move(buckets));
   }
+  offload::MemoryRoleScope role(offload::MemoryRole::kGradients);
   if (options.stage == 2) {
     grad_shard_ = params->NewShard();
     staging_.resize(nb);
@@ -122,6 +124,7 @@ at::Tensor GradientReducer::Take(int64_t numel, at::ScalarType dtype) {
       return t;
     }
   }
+  offload::MemoryRoleScope role(offload::MemoryRole::kGradientBuckets);
   return at::empty({numel}, params_->options().dtype(dtype));
 }
 
@@ -189,9 +192,13 @@ void GradientReducer::OnGrad(int param, const at::Tensor& tensor) {
     return;
   }
   arrived_[param] = true;
-  if (!reduce_ || !options_.overlap_comm) return;
+  if (!reduce_) return;
   for (int b : param_buckets_[param]) --waiting_[b];
   LaunchReady();
+  // Without overlap_comm a full bucket is still reduced at once, but waited for here, as
+  // DeepSpeed does: deferring every bucket to the end of backward would stage them all, the
+  // whole model's gradients at once at stage 2.
+  if (!options_.overlap_comm) Drain(0);
 }
 
 void GradientReducer::LaunchReady() {

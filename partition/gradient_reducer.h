@@ -7,9 +7,9 @@
 //   stage 2: every micro-step, each bucket is staged, reduce-scattered (or all-reduced) and added
 //            into a gradient shard of shard_numel() elements; the staging is then freed, so no
 //            full-size gradient buffer outlives the reduction.
-// With overlap_comm a bucket's reduction starts from the hook of its last gradient, while backward
-// still runs; otherwise all of them start once backward has finished. Either way at most one full
-// bucket's worth is in flight (while the next fills, with overlap_comm). The hooks run after
+// A bucket's reduction starts from the hook of its last gradient: with overlap_comm it runs while
+// backward goes on, without it the hook waits for it (DeepSpeed's order either way). At most one
+// full bucket's worth is in flight (while the next fills, with overlap_comm). The hooks run after
 // autograd accumulates each gradient (post-accumulate-grad hooks, one per parameter, which this
 // class owns): they copy the gradient out and drop the parameter's .grad at once.
 #pragma once

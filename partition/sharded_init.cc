@@ -89,6 +89,14 @@ std::vector<int64_t> ShardedInit::FullShapeOf(const at::Tensor& param) const {
   return part->shapes[it - part->params.begin()];
 }
 
+void ShardedInit::ReleaseShardOf(const at::Tensor& param) {
+  const auto it = part_of_.find(param.unsafeGetTensorImpl());
+  if (it == part_of_.end()) return;
+  Part& part = parts_[it->second];
+  if (part.shard.defined()) shard_bytes_ -= static_cast<int64_t>(part.shard.nbytes());
+  part.shard = at::Tensor();
+}
+
 void ShardedInit::ReleaseShards() {
   for (Part& part : parts_) part.shard = at::Tensor();
   shard_bytes_ = 0;

@@ -54,6 +54,8 @@ class ShardedInit {
   // held twice for the rest of the run; shapes and PartOf stay. A second engine built from this
   // ShardedInit then fails at Create saying so.
   void ReleaseShards();
+  // The same for the part holding `param` alone, as soon as it is copied.
+  void ReleaseShardOf(const at::Tensor& param);
 
  private:
   absl::Status PartitionOwn(torch::nn::Module& module);  // its own parameters: one part

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "offload/memory_roles.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::partition {
@@ -29,7 +30,7 @@ bool Contains(const std::vector<int>& v, int x) {
 
 absl::StatusOr<std::unique_ptr<ShardedParams>> ShardedParams::Create(
     const NamedTensors& params, const std::vector<int>& segment_starts, comm::ProcessGroup* group,
-    int64_t bucket_numel, const Stage3Options& options, const ShardedInit* init,
+    int64_t bucket_numel, const Stage3Options& options, ShardedInit* init,
     const ParamShardOptions& shard_options) {
   std::vector<int64_t> numels;
   for (const auto& [name, p] : params) {
@@ -89,7 +90,7 @@ absl::Status ShardedParams::AdoptPart(int s, const ShardedInit::Part& part, at::
   return absl::OkStatus();
 }
 
-absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* init,
+absl::Status ShardedParams::Init(const NamedTensors& params, ShardedInit* init,
                                  const ParamShardOptions& shard_options) {
   const ShardLayout& layout = flat_->layout();
   c10::NoGradGuard no_grad;
@@ -135,7 +136,11 @@ absl::Status ShardedParams::Init(const NamedTensors& params, const ShardedInit* 
             "(ShardedInit) apart from the other parameters of its submodule; partition each "
             "submodule once, after it is complete"));
       }
-      if (static_cast<int>(i) == first) ZT_RETURN_IF_ERROR(AdoptPart(s, *part, values));
+      if (static_cast<int>(i) == first) {
+        ZT_RETURN_IF_ERROR(AdoptPart(s, *part, values));
+        // Copied into the shard: freed now, so the slices are never all held twice.
+        init->ReleaseShardOf(p);
+      }
     } else {
       shapes_.push_back(p.sizes().vec());
       const at::Tensor full = p.detach().reshape({-1});
@@ -201,6 +206,7 @@ void ShardedParams::CloseWindow() {
 }
 
 void ShardedParams::StartGather(int segment, bool prefetch) {
+  offload::MemoryRoleScope role(offload::MemoryRole::kGatheredParameters);
   Segment& seg = segments_[segment];
   const ShardLayout& layout = flat_->layout();
   const int64_t part_begin = seg.begin / layout.world_size();
@@ -456,6 +462,7 @@ absl::Status ShardedParams::Refresh() {
   // a fresh shard (a loaded checkpoint) starts over: an earlier failure to read one is not kept.
   (void)EndIteration();
   failed_ = absl::OkStatus();
+  offload::MemoryRoleScope role(offload::MemoryRole::kGatheredParameters);
   // One all-gather for all persistent buckets (they are small and many: one per LayerNorm):
   // this rank's slices packed end to end, gathered, and unpacked per rank into each bucket.
   const ShardLayout& layout = flat_->layout();

@@ -54,7 +54,7 @@ class ShardedParams : public GatherOnUseOwner {
   // in memory, then placed where `shard_options` say (offload_param), one part per segment.
   static absl::StatusOr<std::unique_ptr<ShardedParams>> Create(
       const NamedTensors& params, const std::vector<int>& segment_starts, comm::ProcessGroup* group,
-      int64_t bucket_numel, const Stage3Options& options, const ShardedInit* init = nullptr,
+      int64_t bucket_numel, const Stage3Options& options, ShardedInit* init = nullptr,
       const ParamShardOptions& shard_options = {});
   ~ShardedParams() override;
 
@@ -108,7 +108,7 @@ class ShardedParams : public GatherOnUseOwner {
 
   ShardedParams(comm::ProcessGroup* group, const Stage3Options& options)
       : group_(group), options_(options) {}
-  absl::Status Init(const NamedTensors& params, const ShardedInit* init,
+  absl::Status Init(const NamedTensors& params, ShardedInit* init,
                     const ParamShardOptions& shard_options);
   // Segment s's slices from a part ShardedInit cut into `values` (the shard being built), after
   // checking it holds the same parameters.

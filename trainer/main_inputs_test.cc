@@ -153,7 +153,8 @@ TEST(MainInputsTest, TextThroughASentencePieceModel) {
   ASSERT_GE(losses.size(), 2u) << r.out;
   EXPECT_LT(losses.back(), losses.front() - 0.5) << r.out;
   // Decoded pieces, not ids or bytes: the corpus's words.
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("sample \\(20 tokens[^\n]*\nThe[a-z .\n]+$")))
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex("sample \\(20 tokens[^\n]*\nThe[a-z .\n]+\nsummary: ")))
       << r.out;
 
   r = RunMain({"--config=" + config, "--generate", "--prompt=the quick", "--max_new_tokens=5"},

@@ -52,8 +52,9 @@ std::string OffloadSummary(const engine::EngineOptions& o) {
 absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig& config,
                                                              comm::ProcessGroup* group,
                                                              const engine::Engine& engine,
-                                                             const Dataset& data) {
-  std::unique_ptr<RunReport> r(new RunReport(config, group, engine));
+                                                             const Dataset& data,
+                                                             const metrics::PhaseMemory& phases) {
+  std::unique_ptr<RunReport> r(new RunReport(config, group, engine, phases));
   if (group->rank() != 0) return r;
   namespace n = metrics::names;
   std::vector<std::string> columns = {
@@ -65,6 +66,7 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
     columns.push_back(n::kDevicePeakReservedMb);
   }
   columns.push_back(kEvalLoss);
+  for (std::string& c : metrics::PhaseColumns(r->on_cuda())) columns.push_back(std::move(c));
   ZT_ASSIGN_OR_RETURN(r->sink_,
                       metrics::MetricsSink::Create(config.metrics, columns,
                                                    /*append=*/!config.run.resume_from.empty()));
@@ -131,24 +133,23 @@ void RunReport::PrintSkipped(int64_t step) {
 
 absl::StatusOr<RunReport::Memory> RunReport::MaxMemory() {
   ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
-  std::vector<double> values = {static_cast<double>(usage.rss_bytes),
-                                static_cast<double>(usage.peak_rss_bytes)};
-  if (on_cuda()) {
-    ZT_ASSIGN_OR_RETURN(const metrics::DeviceMemoryStats d,
-                        metrics::ReadCudaMemoryStats(config_.engine.device.index()));
-    values.push_back(static_cast<double>(d.peak_allocated_bytes));
-    values.push_back(static_cast<double>(d.peak_reserved_bytes));
-  }
+  // The phases' peaks hold the run's: each phase restarts the process's high-water marks.
+  std::vector<double> values = metrics::ToDoubles(phases_.Peaks());
+  values.push_back(static_cast<double>(usage.rss_bytes));
   // One collective for all of them; every rank has the same device type, so the same length.
   at::Tensor v = at::tensor(values, at::TensorOptions().dtype(at::kDouble));
   ZT_RETURN_IF_ERROR(group_->AllReduce(v, comm::ReduceOp::kMax));
+  const double* reduced = v.data_ptr<double>();
+  values.assign(reduced, reduced + v.numel());
   Memory m;
-  m.rss = v[0].item<double>();
-  m.peak_rss = v[1].item<double>();
-  if (on_cuda()) {
-    m.device_peak_allocated = v[2].item<double>();
-    m.device_peak_reserved = v[3].item<double>();
-  }
+  m.rss = values.back();
+  values.pop_back();
+  m.phases = metrics::FromDoubles(values);
+  const metrics::PhasePeak run = metrics::RunPeak(m.phases);
+  m.peak_rss = static_cast<double>(run.rss_bytes);
+  m.device_peak_allocated = static_cast<double>(run.device_allocated_bytes);
+  m.device_peak_reserved = static_cast<double>(run.device_reserved_bytes);
+  peak_.phases = m.phases;
   peak_.peak_rss = std::max(peak_.peak_rss, m.peak_rss);
   peak_.device_peak_allocated = std::max(peak_.device_peak_allocated, m.device_peak_allocated);
   peak_.device_peak_reserved = std::max(peak_.device_peak_reserved, m.device_peak_reserved);
@@ -156,10 +157,10 @@ absl::StatusOr<RunReport::Memory> RunReport::MaxMemory() {
 }
 
 absl::StatusOr<std::vector<std::pair<double, double>>> RunReport::DevicePeaksByRank() {
-  ZT_ASSIGN_OR_RETURN(const metrics::DeviceMemoryStats d,
-                      metrics::ReadCudaMemoryStats(config_.engine.device.index()));
+  // This rank's peaks over every phase (each phase restarts the allocator's).
+  const metrics::PhasePeak d = metrics::RunPeak(phases_.Peaks());
   at::Tensor mine = at::tensor(
-      {static_cast<double>(d.peak_allocated_bytes), static_cast<double>(d.peak_reserved_bytes)},
+      {static_cast<double>(d.device_allocated_bytes), static_cast<double>(d.device_reserved_bytes)},
       at::kDouble);
   const int world = group_->world_size();
   at::Tensor all = at::empty({2 * world}, at::kDouble);
@@ -207,6 +208,9 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
     if (on_cuda()) {
       row.push_back({metrics::names::kDevicePeakAllocatedMb, memory.device_peak_allocated / kMiB});
       row.push_back({metrics::names::kDevicePeakReservedMb, memory.device_peak_reserved / kMiB});
+    }
+    for (metrics::Scalar& s : metrics::PhaseScalars(memory.phases, on_cuda())) {
+      row.push_back(std::move(s));
     }
     PrintProgress(step, loss, window_seconds_ / window_steps_, memory);
     window_seconds_ = 0;
@@ -288,7 +292,7 @@ absl::Status RunReport::Resumed(const std::string& dir, int64_t step, const Data
   return sink_->DropRowsAfter(step);
 }
 
-absl::Status RunReport::Finish(TrainerModel& model, bool memory_summary) {
+absl::Status RunReport::Finish(bool memory_summary) {
   ZT_RETURN_IF_ERROR(MaxMemory().status());  // the peaks, up to now
   std::vector<std::pair<double, double>> device_peaks;
   if (on_cuda()) {
@@ -298,7 +302,9 @@ absl::Status RunReport::Finish(TrainerModel& model, bool memory_summary) {
     // Rank by rank, so the lines do not interleave.
     for (int r = 0; r < group_->world_size(); ++r) {
       if (r == group_->rank()) {
-        ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
+        ZT_ASSIGN_OR_RETURN(metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
+        const metrics::PhasePeak run = metrics::RunPeak(phases_.Peaks());
+        usage.peak_rss_bytes = run.rss_bytes;  // VmHWM restarts with each phase
         const engine::ModelStateBytes b = engine_.model_state_bytes();
         const std::string states = absl::StrFormat(
             "model states %.1f MiB: params %.1f, grads %.1f, master %.1f, optimizer %.1f "
@@ -308,8 +314,10 @@ absl::Status RunReport::Finish(TrainerModel& model, bool memory_summary) {
         std::vector<std::string> lines = {states};
         // This rank's own device; CPU runs have nothing to add.
         if (on_cuda()) {
-          ZT_ASSIGN_OR_RETURN(const metrics::DeviceMemoryStats device,
+          ZT_ASSIGN_OR_RETURN(metrics::DeviceMemoryStats device,
                               metrics::ReadCudaMemoryStats(config_.engine.device.index()));
+          device.peak_allocated_bytes = run.device_allocated_bytes;
+          device.peak_reserved_bytes = run.device_reserved_bytes;
           lines.push_back(metrics::DeviceMemoryLine(device));
         }
         std::printf("memory, rank %d:\n%s", r, metrics::MemorySummary(usage, lines).c_str());
@@ -334,6 +342,11 @@ absl::Status RunReport::Finish(TrainerModel& model, bool memory_summary) {
       per_rank, per_rank * TokensPerSample(config_.model), peak_.peak_rss / kMiB,
       engine_.model_state_bytes().total() / kMiB);
   std::printf("         offload: %s\n", OffloadSummary(config_.engine).c_str());
+  // Where the peak came from: RSS is what the system sees; allocated is what LibTorch's CPU
+  // allocator and the offload pool hand out, counted by role (offload/memory_roles.h).
+  std::printf("         memory by phase (MiB, largest rank%s):\n%s",
+              phases_.rss_per_phase() ? "" : "; RSS is the process's peak up to each phase's end",
+              metrics::PhaseTable(peak_.phases, on_cuda(), "           ").c_str());
   // What moving data between tiers cost this rank over the whole run (checkpoint saves included):
   // device<->host on a GPU (collectives staged through host memory, statistics reads), and NVMe.
   const engine::TierTraffic io = engine_.traffic();
@@ -389,18 +402,32 @@ absl::Status RunReport::Finish(TrainerModel& model, bool memory_summary) {
                 last_checkpoint_.substr(0, last_checkpoint_.rfind('/')).c_str(),
                 last_checkpoint_.substr(last_checkpoint_.rfind('/') + 1).c_str());
   }
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::Status RunReport::Sample(TrainerModel& model,
+                               std::function<std::shared_ptr<void>()> forward_scope) {
+  const bool rank0 = group_->rank() == 0;
   auto* lm = dynamic_cast<CausalLm*>(&model);
-  if (config_.run.sample_tokens > 0 && lm == nullptr) {
-    std::printf("         sample: none (not a language model)\n");
-  } else if (config_.run.sample_tokens > 0 && config_.data.source == DataSource::kTokens) {
-    std::printf("         sample: none (a token file's ids are not bytes to print)\n");
-  } else if (config_.run.sample_tokens > 0) {
-    GenerateOptions g;
-    g.max_new_tokens = config_.run.sample_tokens;
-    g.seed = config_.run.seed;
-    ZT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
-                        LoadTokenizer(config_.data.tokenizer));
-    ZT_ASSIGN_OR_RETURN(const std::string text, Generate(*lm, *tokenizer, "The ", g));
+  if (config_.run.sample_tokens <= 0) return absl::OkStatus();
+  if (lm == nullptr || config_.data.source == DataSource::kTokens) {
+    if (rank0) {
+      std::printf(
+          "zerotrain: sample: none (%s)\n",
+          lm == nullptr ? "not a language model" : "a token file's ids are not bytes to print");
+    }
+    std::fflush(stdout);
+    return absl::OkStatus();
+  }
+  GenerateOptions g;
+  g.max_new_tokens = config_.run.sample_tokens;
+  g.seed = config_.run.seed;
+  g.forward_scope = std::move(forward_scope);
+  ZT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
+                      LoadTokenizer(config_.data.tokenizer));
+  ZT_ASSIGN_OR_RETURN(const std::string text, Generate(*lm, *tokenizer, "The ", g));
+  if (rank0) {
     std::printf("\nsample (%lld tokens, temperature %.1f, top-k %lld):\n%s\n",
                 static_cast<long long>(g.max_new_tokens), g.temperature,
                 static_cast<long long>(g.top_k), text.c_str());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "trainer/data/data_position.h"
 #include "trainer/data/dataset.h"
 #include "trainer/metrics/metrics_sink.h"
+#include "trainer/metrics/phase_memory.h"
 #include "trainer/model/causal_lm.h"
 
 namespace zerotrain::trainer {
@@ -29,11 +31,12 @@ std::string OffloadSummary(const engine::EngineOptions& options);
 class RunReport {
  public:
   // On rank 0, opens the monitors (creating their directories) and prints the run's header and
-  // the configuration table.
+  // the configuration table. `phases` holds this rank's peaks by phase; it outlives the report.
   static absl::StatusOr<std::unique_ptr<RunReport>> Create(const TrainerConfig& config,
                                                            comm::ProcessGroup* group,
                                                            const engine::Engine& engine,
-                                                           const Dataset& data);
+                                                           const Dataset& data,
+                                                           const metrics::PhaseMemory& phases);
   void Start();
   // After optimizer step `step` (1-based): `loss` is the mean over ranks, `seconds` its wall time.
   absl::Status Step(int64_t step, double loss, double seconds);
@@ -44,18 +47,23 @@ class RunReport {
   // after `step`. The opening eval at `step` then goes to stdout only: the CSV rows up to `step`
   // are the saving run's, as a straight run's would be.
   absl::Status Resumed(const std::string& dir, int64_t step, const DataPosition& data);
-  // The summary, each rank's memory when asked, and a sample of generated text.
-  absl::Status Finish(TrainerModel& model, bool memory_summary);
+  // The summary, and each rank's memory when asked.
+  absl::Status Finish(bool memory_summary);
+  // A sample of generated text (run.sample_tokens), printed by rank 0. Every rank generates the
+  // same tokens, each forward inside `forward_scope` (GenerateOptions::forward_scope).
+  absl::Status Sample(TrainerModel& model, std::function<std::shared_ptr<void>()> forward_scope);
   const std::string& last_checkpoint() const { return last_checkpoint_; }  // "" = none saved
 
  private:
-  RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const engine::Engine& engine)
-      : config_(config), group_(group), engine_(engine) {}
+  RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const engine::Engine& engine,
+            const metrics::PhaseMemory& phases)
+      : config_(config), group_(group), engine_(engine), phases_(phases) {}
   // Bytes, each the largest over ranks.
   struct Memory {
     double rss = 0, peak_rss = 0;
     // On CUDA: the caching allocator's peaks since the run began; 0 on the CPU.
     double device_peak_allocated = 0, device_peak_reserved = 0;
+    metrics::PhasePeaks phases{};  // each phase's, since the run began
   };
   bool on_cuda() const { return config_.engine.device.is_cuda(); }
   // This rank's reading, then the largest over ranks (a collective).
@@ -69,6 +77,7 @@ class RunReport {
   const TrainerConfig& config_;
   comm::ProcessGroup* group_;
   const engine::Engine& engine_;
+  const metrics::PhaseMemory& phases_;
   std::unique_ptr<metrics::MetricsSink> sink_;  // rank 0 only
   double start_ = 0;
   double window_seconds_ = 0;  // since the last progress line

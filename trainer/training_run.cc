@@ -15,11 +15,13 @@
 #include "checkpoint/manifest.h"
 #include "engine/engine.h"
 #include "engine/tensor_memory.h"
+#include "offload/memory_roles.h"
 #include "partition/sharded_init.h"
 #include "tools/status_macros.h"
 #include "trainer/data/data_position.h"
 #include "trainer/data/load_dataset.h"
 #include "trainer/data/sampler.h"
+#include "trainer/metrics/phase_memory.h"
 #include "trainer/model/gpt.h"
 #include "trainer/model/hf_weights.h"
 #include "trainer/model/model.h"
@@ -36,9 +38,11 @@ double Now() {
 
 // What a rank holds for the run; built once by Setup.
 struct Trainer {
-  Trainer(const TrainerConfig& config, comm::ProcessGroup* group) : config(config), group(group) {}
+  Trainer(const TrainerConfig& config, comm::ProcessGroup* group, metrics::PhaseMemory* phases)
+      : config(config), group(group), phases(phases) {}
   const TrainerConfig& config;
   comm::ProcessGroup* group;
+  metrics::PhaseMemory* phases;                          // where each phase's peak memory is kept
   std::unique_ptr<partition::ShardedInit> sharded_init;  // stage 3; outlives the engine
   std::shared_ptr<TrainerModel> model;
   std::unique_ptr<engine::Engine> engine;
@@ -80,6 +84,8 @@ absl::Status Setup(Trainer& t) {
   }
   absl::Status partitioned;
   SubmoduleHook after_submodule;
+  t.phases->Enter(metrics::MemoryPhase::kConstruction);
+  offload::MemoryRoleScope parameters(offload::MemoryRole::kParameters);
   // Stage 3 partitions the model block by block as it is built: no rank holds all of it. With
   // init_from, rank 0 fills each block from the checkpoint first (the others only check it, so
   // all fail alike), and Partition's broadcast hands every rank its slices of those values.
@@ -108,6 +114,7 @@ absl::Status Setup(Trainer& t) {
     }
   }
   // Create moves the module to engine_options.device (the rank's, from its placement).
+  t.phases->Enter(metrics::MemoryPhase::kPartitioning);
   auto engine = engine::Engine::Create(*t.model, engine_options, t.group);
   ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kSetup, engine.status()));
   t.engine = *std::move(engine);
@@ -117,7 +124,7 @@ absl::Status Setup(Trainer& t) {
                                  t.engine->batch().micro_batch_size, c.data.seed));
   t.sampler.emplace(std::move(sampler));
   ZT_ASSIGN_OR_RETURN(t.schedule, MakeLrSchedule(c.scheduler));
-  ZT_ASSIGN_OR_RETURN(t.report, RunReport::Create(c, t.group, *t.engine, *t.data));
+  ZT_ASSIGN_OR_RETURN(t.report, RunReport::Create(c, t.group, *t.engine, *t.data, *t.phases));
   return absl::OkStatus();
 }
 
@@ -181,6 +188,8 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
   const int64_t gas = t.engine->batch().gradient_accumulation_steps;
   for (int64_t micro = 0; micro < gas; ++micro) {
     at::Tensor loss;
+    offload::MemoryRoleScope activations(offload::MemoryRole::kActivations);
+    t.phases->Enter(metrics::MemoryPhase::kForward);
     try {
       const Batch batch = OnDevice(t, t.sampler->NextBatch(*t.data));
       auto forward = t.engine->BeginForward();  // stage 3 gathers parameters inside it
@@ -191,7 +200,10 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
                      absl::InternalError(absl::StrCat("forward on rank ", t.group->rank(), ": ",
                                                       e.what_without_backtrace())));
     }
+    t.phases->Enter(metrics::MemoryPhase::kBackward);
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kBackward, t.engine->Backward(loss)));
+    t.phases->Enter(metrics::MemoryPhase::kStep);
+    offload::MemoryRoleScope other(offload::MemoryRole::kOther);
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kStep, t.engine->Step()));
   }
   // What the step freed goes back to the system, not into glibc's heaps (tensor_memory.h).
@@ -205,6 +217,8 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
                       t.engine->batch().micro_batch_size, t.config.run.eval_iters);
   double sum = 0;
   int64_t n = 0;
+  t.phases->Enter(metrics::MemoryPhase::kEval);
+  offload::MemoryRoleScope activations(offload::MemoryRole::kActivations);
   try {
     torch::NoGradGuard no_grad;
     t.model->eval();
@@ -239,6 +253,7 @@ constexpr char kTrainerStep[] = "trainer_step";
 
 absl::Status Save(Trainer& t, int64_t step) {
   const double start = Now();
+  t.phases->Enter(metrics::MemoryPhase::kCheckpointSave);
   // Tagged by the trainer's step, which skipped fp16 steps advance too (as DeepSpeed's
   // global_steps), so two saves never meet on one tag.
   const std::string tag = absl::StrCat("global_step", step);
@@ -283,6 +298,7 @@ absl::StatusOr<LegacyDataLayout> LegacyLayout(const std::string& dir) {
 absl::StatusOr<int64_t> Resume(Trainer& t) {
   const std::string& dir = t.config.run.resume_from;
   if (dir.empty()) return 0;
+  t.phases->Enter(metrics::MemoryPhase::kCheckpointLoad);
   auto loaded = t.engine->LoadCheckpoint(dir);
   ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kCheckpoint, loaded.status()));
   const std::map<std::string, std::string> client = *std::move(loaded);
@@ -309,7 +325,10 @@ absl::StatusOr<int64_t> Resume(Trainer& t) {
 
 absl::Status TrainModel(const TrainerConfig& config, comm::ProcessGroup* group,
                         const TrainOutputs& outputs) {
-  Trainer t(config, group);
+  // Every CPU tensor from here on is counted, by role, for the peaks of each phase.
+  engine::InstallCpuTensorCounter();
+  metrics::PhaseMemory phases(config.engine.device.is_cuda() ? config.engine.device.index() : -1);
+  Trainer t(config, group, &phases);
   ZT_RETURN_IF_ERROR(Setup(t));
   const RunOptions& run = config.run;
   ZT_ASSIGN_OR_RETURN(const int64_t done, Resume(t));
@@ -334,16 +353,15 @@ absl::Status TrainModel(const TrainerConfig& config, comm::ProcessGroup* group,
     }
   }
   ZT_RETURN_IF_ERROR(Evaluate(t, run.steps));
-  // The sample rank 0 generates reads every parameter: at stage 3 every rank gathers them.
-  std::vector<at::Tensor> trainable;
-  for (const at::Tensor& p : t.model->parameters()) {
-    if (p.requires_grad()) trainable.push_back(p);
-  }
-  auto gathered = t.engine->GatherParameters(trainable);
-  ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kSample, gathered.status()));
+  // The sample: every rank generates it, each forward in the engine's forward scope, so stage 3
+  // gathers one submodule at a time as in training, never the whole model.
+  phases.Enter(metrics::MemoryPhase::kEnd);
+  engine::Engine* engine = t.engine.get();
   ZT_RETURN_IF_ERROR(
-      InPhase(t, RunPhase::kSample, t.report->Finish(*t.model, outputs.memory_summary)));
-  return (*gathered)->Close();
+      InPhase(t, RunPhase::kSample, t.report->Sample(*t.model, [engine]() -> std::shared_ptr<void> {
+        return std::make_shared<engine::Engine::ForwardScope>(engine->BeginForward());
+      })));
+  return t.report->Finish(outputs.memory_summary);
 }
 
 }  // namespace zerotrain::trainer

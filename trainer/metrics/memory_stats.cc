@@ -58,6 +58,17 @@ absl::StatusOr<MemoryUsage> ReadMemoryUsage() {
   return usage;
 }
 
+absl::Status ResetPeakRss() {
+  std::ofstream out("/proc/self/clear_refs");
+  if (out) out << "5";
+  if (out) out.close();  // the kernel acts on the write, which the close flushes
+  if (!out) {
+    return absl::UnavailableError(
+        "/proc/self/clear_refs: cannot reset the RSS high-water mark (Linux 4.0 or later)");
+  }
+  return absl::OkStatus();
+}
+
 std::string MemorySummary(const MemoryUsage& usage, const std::vector<std::string>& extra_lines) {
   std::string out = absl::StrFormat("host RSS now %.1f MiB, peak %.1f MiB\n",
                                     usage.rss_bytes / kMiB, usage.peak_rss_bytes / kMiB);

@@ -20,6 +20,10 @@ struct MemoryUsage {
 // the current RSS is reported as 0.
 absl::StatusOr<MemoryUsage> ReadMemoryUsage();
 
+// Sets the high-water mark (VmHWM) to the RSS now, so the next reading is the peak since this
+// call: "5" to /proc/self/clear_refs (Linux 4.0 and later). Unavailable where that is refused.
+absl::Status ResetPeakRss();
+
 // The "kB" fields of a /proc/<pid>/status text, in bytes (exposed for the tests).
 absl::StatusOr<MemoryUsage> ParseProcStatus(const std::string& status_text);
 

@@ -57,7 +57,12 @@ absl::StatusOr<std::vector<int64_t>> ContinueTokens(CausalLm& model, std::vector
           torch::tensor(std::vector<int64_t>(tokens.begin() + start, tokens.end()), torch::kLong)
               .unsqueeze(0)
               .to(device);
-      at::Tensor logits = model.forward(context).select(1, -1).squeeze(0).to(torch::kFloat).cpu();
+      at::Tensor logits;
+      {
+        const std::shared_ptr<void> scope =
+            options.forward_scope ? options.forward_scope() : nullptr;
+        logits = model.forward(context).select(1, -1).squeeze(0).to(torch::kFloat).cpu();
+      }
       if (options.greedy) {
         tokens.push_back(logits.argmax().item<int64_t>());
         continue;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,10 @@ struct GenerateOptions {
   double temperature = 0.8;  // > 0; logits are divided by it
   int64_t top_k = 40;        // 0 = sample from the whole vocabulary
   uint64_t seed = 1234;      // its own generator: the global RNG is left untouched
+  // Opened around each forward and held while it runs, when set: an engine's forward scope, in
+  // which ZeRO stage 3 gathers each submodule's parameters as it runs. Every rank then generates
+  // (the gathers are collective), one submodule's parameters at a time instead of the whole model.
+  std::function<std::shared_ptr<void>()> forward_scope;
 };
 
 // `tokens` followed by max_new_tokens more, each the model's next token given at most
