@@ -2,8 +2,6 @@
 // to end, as a new user types them: both flag forms, --help from the flags' own help strings, and
 // one line with exit code 2 for every bad command line, bad config and misplaced file.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -187,14 +185,11 @@ TEST(MainCliTest, ModelToolsNeedNoBatchSizesAndConsolidatePointsAtCheckpoints) {
 }  // namespace zerotrain::trainer
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: main_cli_test <main> <consolidate> <advisor>\n");
+  if (!zerotrain::trainer::testing::StartCpuTests(&argc, argv, 3,
+                                                  "main_cli_test <main> <consolidate> <advisor>")) {
     return 2;
   }
-  zerotrain::trainer::testing::SetMainBinary(argv[1]);
   zerotrain::trainer::g_consolidate = argv[2];
   zerotrain::trainer::g_advisor = argv[3];
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
   return RUN_ALL_TESTS();
 }

@@ -5,7 +5,6 @@
 // inputs; Hugging Face weights are tests/hf's.) And text through a SentencePiece model trained
 // here with Debian's spm_train: the run learns, its sample and --generate print decoded text, and a
 // model.vocab_size smaller than the tokenizer's is one line and exit 2.
-#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -177,13 +176,10 @@ TEST(MainInputsTest, TextThroughASentencePieceModel) {
 }  // namespace zerotrain::trainer::testing
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: main_inputs_test <path of //trainer:main> <spm_train>\n");
+  if (!zerotrain::trainer::testing::StartCpuTests(
+          &argc, argv, 2, "main_inputs_test <path of //trainer:main> <spm_train>")) {
     return 2;
   }
-  zerotrain::trainer::testing::SetMainBinary(argv[1]);
   zerotrain::trainer::testing::g_spm_train = argv[2];
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);  // CPU runs whatever the machine
   return RUN_ALL_TESTS();
 }

@@ -6,11 +6,14 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+
+#include "gtest/gtest.h"
 
 extern char** environ;
 
@@ -29,6 +32,17 @@ std::string Read(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+bool StartCpuTests(int* argc, char** argv, int paths, const char* usage) {
+  ::testing::InitGoogleTest(argc, argv);
+  if (*argc < 1 + paths) {
+    std::fprintf(stderr, "usage: %s\n", usage);
+    return false;
+  }
+  SetMainBinary(argv[1]);
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);  // the children inherit it
+  return true;
 }
 
 std::string Dir(const std::string& name) {

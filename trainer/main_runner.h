@@ -18,6 +18,12 @@ struct Result {
   double seconds = 0;
 };
 
+// A test binary's start: gtest's flags, then `paths` paths after the program name (the first is
+// //trainer:main, which it passes to SetMainBinary), and every GPU hidden, so the children are
+// CPU runs whatever the machine ("auto" must find no GPU, "cuda" must be refused). False, having
+// printed `usage`, when the paths are missing. Then RUN_ALL_TESTS().
+bool StartCpuTests(int* argc, char** argv, int paths, const char* usage);
+
 // The trainer binary every RunMain starts (the test's argv[1]).
 void SetMainBinary(const std::string& path);
 const std::string& MainBinary();

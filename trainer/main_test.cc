@@ -668,14 +668,8 @@ TEST(MainTest, DeepSpeedTimeoutFillsAnUnsetCommTimeout) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: main_test <path of //trainer:main>\n");
+  if (!zerotrain::trainer::testing::StartCpuTests(&argc, argv, 1,
+                                                  "main_test <path of //trainer:main>"))
     return 2;
-  }
-  zerotrain::trainer::testing::SetMainBinary(argv[1]);
-  // These are tests of CPU runs ("auto" must find no GPU, "cuda" must be refused) whatever the
-  // machine; the children inherit this.
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
   return RUN_ALL_TESTS();
 }

@@ -13,8 +13,6 @@
 //    still reads the optimizer state whole); on cpu, no more than half above.
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -171,12 +169,8 @@ TEST(MemoryPromiseTest, NvmeOffloadSavesAtLeastHalfOfWhatMovesOut) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: memory_promise_test <path of //trainer:main>\n");
+  if (!zerotrain::trainer::testing::StartCpuTests(&argc, argv, 1,
+                                                  "memory_promise_test <path of //trainer:main>"))
     return 2;
-  }
-  zerotrain::trainer::testing::SetMainBinary(argv[1]);
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);  // CPU runs, whatever the machine
   return RUN_ALL_TESTS();
 }

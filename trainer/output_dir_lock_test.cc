@@ -5,8 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -113,12 +111,8 @@ TEST(OutputDirLockTest, ASecondTrainerOnTheSameDirectoryFailsAtOnce) {
 }  // namespace zerotrain::trainer
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: output_dir_lock_test <path of //trainer:main>\n");
+  if (!zerotrain::trainer::testing::StartCpuTests(&argc, argv, 1,
+                                                  "output_dir_lock_test <path of //trainer:main>"))
     return 2;
-  }
-  zerotrain::trainer::testing::SetMainBinary(argv[1]);
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
   return RUN_ALL_TESTS();
 }

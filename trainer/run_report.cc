@@ -149,10 +149,7 @@ absl::StatusOr<RunReport::Memory> RunReport::MaxMemory() {
   m.peak_rss = static_cast<double>(run.rss_bytes);
   m.device_peak_allocated = static_cast<double>(run.device_allocated_bytes);
   m.device_peak_reserved = static_cast<double>(run.device_reserved_bytes);
-  peak_.phases = m.phases;
-  peak_.peak_rss = std::max(peak_.peak_rss, m.peak_rss);
-  peak_.device_peak_allocated = std::max(peak_.device_peak_allocated, m.device_peak_allocated);
-  peak_.device_peak_reserved = std::max(peak_.device_peak_reserved, m.device_peak_reserved);
+  peak_ = m;  // the phases keep their peaks over the run, so the latest reading holds them all
   return m;
 }
 

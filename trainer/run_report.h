@@ -87,7 +87,7 @@ class RunReport {
   double first_loss_ = 0, last_loss_ = 0, last_eval_loss_ = 0, first_eval_loss_ = -1;
   std::string last_checkpoint_;  // "" = none saved
   int64_t resumed_step_ = -1;    // the step a resumed run's opening eval is at; -1 once written
-  Memory peak_;                  // the largest peaks seen at a progress line or the end
+  Memory peak_;                  // the latest reading: its peaks are the run's so far
   int64_t skipped_seen_ = 0;     // the engine's skipped steps and loss scale after the last step
   double scale_seen_ = 1;
 };

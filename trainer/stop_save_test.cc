@@ -5,8 +5,6 @@
 #include <signal.h>
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -117,12 +115,8 @@ TEST(StopSaveTest, SaveOnStopFalseSavesNothingAndSaysSo) {
 }  // namespace zerotrain::trainer
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: stop_save_test <path of //trainer:main>\n");
+  if (!zerotrain::trainer::testing::StartCpuTests(&argc, argv, 1,
+                                                  "stop_save_test <path of //trainer:main>"))
     return 2;
-  }
-  zerotrain::trainer::testing::SetMainBinary(argv[1]);
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
   return RUN_ALL_TESTS();
 }

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -175,12 +174,8 @@ TEST(HfMainTest, Stage3LoadsBlockByBlockTheModelStage0LoadsWhole) {
 }  // namespace zerotrain::trainer::testing
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: hf_main_test <path of //trainer:main>\n");
+  if (!zerotrain::trainer::testing::StartCpuTests(&argc, argv, 1,
+                                                  "hf_main_test <path of //trainer:main>"))
     return 2;
-  }
-  zerotrain::trainer::testing::SetMainBinary(argv[1]);
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
   return RUN_ALL_TESTS();
 }
