@@ -1,5 +1,6 @@
 // Engine construction, Backward and the memory accounting (Step lives in engine_step.cc).
 #include "engine/engine.h"
+#include "engine/tensor_memory.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -116,6 +117,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
                                                        const EngineOptions& options,
                                                        comm::ProcessGroup* group) {
   const std::string where = absl::StrCat("Engine::Create on rank ", group->rank(), ": ");
+  // Large CPU blocks from here on are mapped by the counter, so freed ones do not stay in glibc's
+  // heaps (tensor_memory.h); the module's tensors, if made before, are simply not counted.
+  InstallCpuTensorCounter();
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
   // "cuda" alone names the current device; with its index filled in, device comparisons (is a

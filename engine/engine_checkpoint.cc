@@ -20,6 +20,7 @@
 #include "checkpoint/tag_retention.h"
 #include "checkpoint/tag_writer.h"
 #include "engine/engine.h"
+#include "engine/tensor_memory.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -160,7 +161,10 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     local = WithPrefix(checkpoint::CommitTag(at, SaveManifest(client_state), files), where);
     if (local.ok()) PruneOldTags(dir);
   }
-  return AgreeAllOk(local, where);
+  absl::Status agreed = AgreeAllOk(local, where);
+  if (arrays.ok()) arrays->clear();  // the copies of the state made for the file: handed back
+  ReturnFreedHostMemory();
+  return agreed;
 }
 
 void Engine::PruneOldTags(const std::string& dir) const {

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/grad_stats.h"
 #include "engine/step_staging.h"
+#include "engine/tensor_memory.h"
 #include "optim/clip_grad.h"
 #include "tools/status_macros.h"
 
@@ -142,6 +143,9 @@ absl::Status Engine::Step() {
     status = absl::InternalError(e.what_without_backtrace());
   }
   reducer_->Zero();
+  // What the step freed (this step's gathers, buckets, gradients) goes back to the system rather
+  // than waiting in a cache or glibc's heaps: RSS between steps is the live set.
+  ReturnFreedHostMemory();
   clock_->EndStep();
   if (!status.ok()) {
     // Ranks may have stepped different shards, or some gathered and others not.

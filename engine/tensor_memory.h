@@ -12,8 +12,13 @@ namespace zerotrain::engine {
 // Wraps LibTorch's CPU allocator with a counting one, once per process (later calls do nothing).
 // Each allocation is also counted under the allocating thread's offload::MemoryRole
 // (offload/memory_roles.h), so offload::PeakHostBytes() says what the peak was made of.
+// Blocks of 128 KiB and more are then mapped by the counter itself (engine/mapped_block_cache.h),
+// freed ones kept for reuse only while all it maps stays within 1/16 of the most ever live at
+// once: glibc would keep them in heaps that do not shrink, and RSS within a step would stand far
+// above the live set.
 // Tensors allocated before the first call are not counted, before or after they are freed, so
-// call it before building the model.
+// call it before building the model. Engine::Create calls it too, so an engine's own buffers are
+// always mapped this way.
 void InstallCpuTensorCounter();
 bool CpuTensorCounterInstalled();
 
@@ -23,13 +28,16 @@ int64_t CpuTensorBytes();
 int64_t CpuTensorPeakBytes();
 void ResetCpuTensorPeak();
 
-// Gives the pages of freed host memory back to the system (glibc's malloc_trim, every arena).
-// glibc keeps what the engine frees: its threshold for mapping large blocks rises after the first
-// large free, so later gather, gradient and bucket buffers come from heaps that never shrink, and
-// a stage 3 rank of a 101M-parameter GPT held 3.0 GiB after four steps for a live set of 0.9 GiB.
-// Called once per optimizer step (//trainer:main does, after Step), it costs the page faults of
-// touching those pages again in the next step. Fixing glibc's thresholds instead (mallopt) cost
-// the default run 15-20% in mapping and unmapping every mid-sized tensor.
+// The process's resident bytes now (/proc/self/statm), what the live set above is held against;
+// -1 where that cannot be read.
+int64_t ResidentHostBytes();
+
+// Gives the pages of freed host memory back to the system: the cache of mapped blocks above, and
+// glibc's free pages (malloc_trim, every arena) for what the counter does not map or what was
+// allocated before its install. Engine::Step (at each optimizer step) and SaveCheckpoint call it,
+// where the live set is at its low, and //trainer:main after each eval; it costs the page faults
+// of touching those pages again. Fixing glibc's thresholds instead (mallopt) cost the default run
+// 15-20% in mapping and unmapping every mid-sized tensor, without a cache to reuse them.
 void ReturnFreedHostMemory();
 
 }  // namespace zerotrain::engine

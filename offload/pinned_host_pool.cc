@@ -43,10 +43,10 @@ struct PoolState {
     stats.bytes_in_use -= capacity;
   }
 
-  // Frees cached blocks, largest first, until `needed` more bytes fit under the limit. Needs mu.
-  void ReleaseCachedLocked(int64_t needed) {
+  // Frees cached blocks, largest first, until `needed` more bytes fit under `bound`. Needs mu.
+  void ReleaseCachedLocked(int64_t needed, int64_t bound) {
     while (!cached.empty()) {
-      if (needed >= 0 && stats.bytes_held + needed <= options.limit_bytes) return;
+      if (needed >= 0 && stats.bytes_held + needed <= bound) return;
       const auto largest = std::prev(cached.end());
       for (void* p : largest->second) {
         FreeHostMemory(p, kind);
@@ -145,7 +145,11 @@ absl::StatusOr<HostBlock> PinnedHostPool::Allocate(int64_t bytes) {
       ++s.stats.reuses;
     } else {
       const int64_t limit = s.options.limit_bytes;
-      if (limit > 0 && s.stats.bytes_held + rounded > limit) s.ReleaseCachedLocked(rounded);
+      if (limit > 0 && s.stats.bytes_held + rounded > limit) s.ReleaseCachedLocked(rounded, limit);
+      // The cache never holds more than 1/16 above the most ever in use at once (this block
+      // included): freed blocks of sizes no longer asked for would otherwise stay for good.
+      const int64_t in_use = std::max(s.stats.peak_bytes_in_use, s.stats.bytes_in_use + rounded);
+      s.ReleaseCachedLocked(rounded, in_use + in_use / 16);
       if (limit > 0 && s.stats.bytes_held + rounded > limit) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "PinnedHostPool: cannot allocate ", bytes, " bytes (", rounded, " rounded up to ",
@@ -174,7 +178,7 @@ absl::StatusOr<HostBlock> PinnedHostPool::Allocate(int64_t bytes) {
 
 void PinnedHostPool::ReleaseCached() {
   std::lock_guard<std::mutex> lock(state_->mu);
-  state_->ReleaseCachedLocked(/*needed=*/-1);
+  state_->ReleaseCachedLocked(/*needed=*/-1, /*bound=*/0);
 }
 
 PoolStats PinnedHostPool::stats() const {

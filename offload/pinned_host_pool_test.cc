@@ -93,6 +93,24 @@ TEST(PinnedHostPoolTest, CachedBlocksOfOtherSizesAreReleasedToStayUnderTheLimit)
   EXPECT_EQ(pool.bytes_held(), 32768);
 }
 
+TEST(PinnedHostPoolTest, CacheStaysWithinASixteenthAboveThePeakInUse) {
+  PinnedHostPool pool = MakePool({});  // no limit
+  {
+    absl::StatusOr<HostBlock> a = pool.Allocate(65536), b = pool.Allocate(65536);
+    ASSERT_TRUE(a.ok() && b.ok());
+  }  // 128 KiB in use at the peak, then cached
+  EXPECT_EQ(pool.bytes_held(), 131072);
+  {
+    // 128 + 32 KiB would stand 25% above the peak in use: the cached blocks go.
+    absl::StatusOr<HostBlock> c = pool.Allocate(32768);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(pool.bytes_held(), 32768);
+  }
+  const int64_t allocations = pool.stats().system_allocations;
+  ASSERT_TRUE(pool.Allocate(32768).ok());  // the cache still serves a size asked for again
+  EXPECT_EQ(pool.stats().system_allocations, allocations);
+}
+
 // Pageable blocks, and page-locked ones where CUDA is present (cudaHostAlloc itself returned
 // blocks aligned to less than a page on an H200 machine; tools/gpu_check.sh runs this there).
 TEST(PinnedHostPoolTest, BlocksHonourTheAlignment) {

@@ -206,8 +206,6 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
     offload::MemoryRoleScope other(offload::MemoryRole::kOther);
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kStep, t.engine->Step()));
   }
-  // What the step freed goes back to the system, not into glibc's heaps (tensor_memory.h).
-  engine::ReturnFreedHostMemory();
   return loss_sum / static_cast<double>(gas);
 }
 
@@ -241,6 +239,9 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
 absl::Status Evaluate(Trainer& t, int64_t step) {
   if (t.data->NumEvalWindows() == 0) return absl::OkStatus();
   ZT_ASSIGN_OR_RETURN(const double loss, EvalLoss(t));
+  // Eval's gathers and activations are not the next step's (Step and SaveCheckpoint hand back
+  // their own).
+  engine::ReturnFreedHostMemory();
   return t.report->Eval(step, loss);
 }
 

@@ -1,0 +1,64 @@
+// Large host blocks mapped from the kernel one by one, with freed ones kept for reuse at the same
+// size. glibc serves a block from a heap once its mapping threshold has risen (after the first
+// large free), and a heap keeps freed blocks that are not at its top: within a stage 3 step,
+// gather and bucket buffers of many sizes then left RSS 400-500 MiB above the live set. Here what
+// is mapped never exceeds the most that was ever live at once by more than a small fraction: a
+// block that misses the cache unmaps the oldest cached ones first where it would. The same sizes,
+// which each layer's gathers, gradients and activations repeat, are served without new page faults.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+namespace zerotrain::engine {
+
+class MappedBlockCache {
+ public:
+  // `slack`: how far the mapped bytes (live and cached) may stand above the most ever live at
+  // once, as a fraction of it. Without any, a block of a new size would unmap most of the cache.
+  explicit MappedBlockCache(double slack) : slack_(slack) {}
+  ~MappedBlockCache() { Release(); }
+  MappedBlockCache(const MappedBlockCache&) = delete;
+  MappedBlockCache& operator=(const MappedBlockCache&) = delete;
+
+  // A page-aligned block of at least `bytes`: a cached one of the same rounded size (its old
+  // contents left in it), or a new mapping (zeroed), after unmapping the oldest cached blocks as
+  // the bound above needs. Null when the system refuses the mapping.
+  void* Take(size_t bytes);
+  // Hands back a block Take returned, with the size asked for then.
+  void Give(void* data, size_t bytes);
+  // Unmaps every cached block: what a caller does where its live set is at its low (the trainer,
+  // after each optimizer step), so that RSS comes down to it.
+  void Release();
+
+  int64_t cached_bytes() const;
+  // Bytes taken and not given back; their most at once.
+  int64_t live_bytes() const;
+  int64_t high_water_bytes() const;
+  // Bytes of new mappings made since construction: what the cache did not serve.
+  int64_t mapped_bytes() const;
+
+ private:
+  struct Block {
+    void* data;
+    size_t bytes;  // rounded to pages
+  };
+  static size_t Rounded(size_t bytes);
+  // With mu_ held.
+  Block PopOldest();
+  void Lend(size_t size);
+
+  const double slack_;
+  mutable std::mutex mu_;
+  std::list<Block> free_;  // oldest first
+  std::unordered_multimap<size_t, std::list<Block>::iterator> by_size_;
+  int64_t cached_ = 0;
+  int64_t live_ = 0;
+  int64_t high_water_ = 0;
+  int64_t mapped_ = 0;
+};
+
+}  // namespace zerotrain::engine
