@@ -7,7 +7,9 @@
 // caps all ranks together.
 //   bazel run -c opt //trainer:offload_bench [-- --world=2 --steps=5 --layers=8 --embd=512
 //     --sub_group=4194304 --nvme_dir=/tmp --io_mib=1024 --cap_mib=3072 --max_layers=96
-//     --only=1,2,3]
+//     --checkpoint_every=0 --only=1,2,3]
+// --checkpoint_every=k recomputes every k-th block's activations in backward (recompute/), in
+// every configuration.
 // Each row is its own LaunchRanks of this binary (--role=step|fit), so a rank's peak RSS belongs
 // to one configuration. Table 1 runs first because a rank's ru_maxrss starts at the launcher's
 // peak (posix_spawn shares the launcher's memory until exec). Swap files go in a fresh directory
@@ -57,16 +59,18 @@ const std::vector<std::string> kOffloads = {"none", "cpu", "nvme"};
 
 struct Flags {  // --stage, --offload, --role: what the driver tells a rank
   int64_t world = 2, steps = 5, layers = 8, embd = 512, sub_group = int64_t{1} << 22, io_mib = 1024,
-          cap_mib = 3072, max_layers = 96, stage = 2;
+          cap_mib = 3072, max_layers = 96, stage = 2, checkpoint_every = 0;
   std::string nvme_dir, only = "1,2,3", offload = "none", role;
 };
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
   std::map<std::string, int64_t*> ints = {
-      {"world", &f.world},     {"steps", &f.steps},           {"layers", &f.layers},
-      {"embd", &f.embd},       {"sub_group", &f.sub_group},   {"io_mib", &f.io_mib},
-      {"cap_mib", &f.cap_mib}, {"max_layers", &f.max_layers}, {"stage", &f.stage}};
+      {"world", &f.world},         {"steps", &f.steps},
+      {"layers", &f.layers},       {"embd", &f.embd},
+      {"sub_group", &f.sub_group}, {"io_mib", &f.io_mib},
+      {"cap_mib", &f.cap_mib},     {"max_layers", &f.max_layers},
+      {"stage", &f.stage},         {"checkpoint_every", &f.checkpoint_every}};
   std::map<std::string, std::string*> strings = {
       {"nvme_dir", &f.nvme_dir}, {"only", &f.only}, {"offload", &f.offload}, {"role", &f.role}};
   std::vector<std::string> unknown;
@@ -83,7 +87,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown flags: ", absl::StrJoin(unknown, " "),
                      " (flags: --world --steps --layers --embd "
-                     "--sub_group --nvme_dir --io_mib --cap_mib --max_layers --only=1,2,3)"));
+                     "--sub_group --nvme_dir --io_mib --cap_mib --max_layers --checkpoint_every "
+                     "--only=1,2,3)"));
   for (absl::string_view t : absl::StrSplit(f.only, ','))
     if (t != "1" && t != "2" && t != "3")
       return absl::InvalidArgumentError(absl::StrCat("--only=", f.only, ": tables are 1, 2, 3"));
@@ -132,6 +137,7 @@ absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
     o.stage3.prefetch_numel = 5000000;
   }
   GptOptions g = Model(f.layers, f.embd);
+  g.checkpoint_every = f.checkpoint_every;  // recompute/: block activations rebuilt in backward
   absl::Status partitioned;
   if (o.stage == 3) {  // partitioned while it is built, as training_run.cc does: never whole
     r.init =
@@ -210,6 +216,8 @@ absl::Status Launch(const Flags& f, const std::string& role, int stage, const st
              absl::StrCat("--steps=", f.steps),
              absl::StrCat("--sub_group=", f.sub_group),
              "--nvme_dir=" + dir};
+  if (f.checkpoint_every > 0)
+    lo.args.push_back(absl::StrCat("--checkpoint_every=", f.checkpoint_every));
   return comm::LaunchRanks(lo);
 }
 
@@ -403,11 +411,14 @@ absl::Status Table3(const Flags& f, const std::string& dir) {
   }
   std::printf(
       "\n## 3. Largest GPT (n_embd %lld, 8 heads, block %lld, vocab 256; fp32 AdamW, "
-      "%lld ranks, micro batch %lld) that runs Engine::Create + 2 steps with all ranks "
+      "%lld ranks, micro batch %lld%s) that runs Engine::Create + 2 steps with all ranks "
       "capped at %lld MiB together (%s)\n\n| config | largest n_layer | parameters | "
       "first failing n_layer | how it failed |\n|---|---|---|---|---|\n",
-      (ll)kFitEmbd, (ll)kSeq, (ll)f.world, (ll)kMicro, (ll)f.cap_mib,
-      (*cap)->description().c_str());
+      (ll)kFitEmbd, (ll)kSeq, (ll)f.world, (ll)kMicro,
+      f.checkpoint_every > 0
+          ? absl::StrCat(", activations recomputed every ", f.checkpoint_every, " blocks").c_str()
+          : "",
+      (ll)f.cap_mib, (*cap)->description().c_str());
   std::fflush(stdout);
   for (auto [stage, offload] :
        {std::pair<int, std::string>{2, "none"}, {3, "none"}, {3, "cpu"}, {3, "nvme"}}) {
