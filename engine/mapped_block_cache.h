@@ -30,8 +30,8 @@ class MappedBlockCache {
   void* Take(size_t bytes);
   // Hands back a block Take returned, with the size asked for then.
   void Give(void* data, size_t bytes);
-  // Unmaps every cached block: what a caller does where its live set is at its low (the trainer,
-  // after each optimizer step), so that RSS comes down to it.
+  // Unmaps every cached block: what a caller does where its live set is at its low (the engine,
+  // at the end of each optimizer step and save), so that RSS comes down to it.
   void Release();
 
   int64_t cached_bytes() const;
