@@ -1,6 +1,5 @@
 // Engine construction, Backward and the memory accounting (Step lives in engine_step.cc).
 #include "engine/engine.h"
-#include "engine/tensor_memory.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -19,6 +18,7 @@
 #include "engine/flat_store.h"
 #include "engine/sharded_store.h"
 #include "engine/step_staging.h"
+#include "engine/tensor_memory.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
 #include "offload/swap_space.h"

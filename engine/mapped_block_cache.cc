@@ -30,31 +30,32 @@ void* MappedBlockCache::Take(size_t bytes) {
       void* data = hit->second->data;
       free_.erase(hit->second);
       by_size_.erase(hit);
-      cached_ -= static_cast<int64_t>(size);
+      stats_.cached -= static_cast<int64_t>(size);
       Lend(size);
       return data;
     }
     // A miss maps anew: the oldest cached blocks go first while what would be mapped exceeds the
     // most ever live at once (this block's too) by more than the slack.
-    const double high_water = static_cast<double>(std::max(high_water_, live_ + int64_t(size)));
+    const double high_water =
+        static_cast<double>(std::max(stats_.high_water, stats_.live + int64_t(size)));
     const auto bound = static_cast<int64_t>(high_water * (1.0 + slack_));
-    while (!free_.empty() && live_ + cached_ + static_cast<int64_t>(size) > bound) {
+    while (!free_.empty() && stats_.live + stats_.cached + static_cast<int64_t>(size) > bound) {
       evicted.push_back(PopOldest());
     }
-    mapped_ += static_cast<int64_t>(size);
+    stats_.mapped += static_cast<int64_t>(size);
     Lend(size);
   }
   for (const Block& b : evicted) Unmap(b.data, b.bytes);
   void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (data != MAP_FAILED) return data;
   std::lock_guard<std::mutex> lock(mu_);
-  live_ -= static_cast<int64_t>(size);
+  stats_.live -= static_cast<int64_t>(size);
   return nullptr;
 }
 
 void MappedBlockCache::Lend(size_t size) {
-  live_ += static_cast<int64_t>(size);
-  high_water_ = std::max(high_water_, live_);
+  stats_.live += static_cast<int64_t>(size);
+  stats_.high_water = std::max(stats_.high_water, stats_.live);
 }
 
 MappedBlockCache::Block MappedBlockCache::PopOldest() {
@@ -67,17 +68,17 @@ MappedBlockCache::Block MappedBlockCache::PopOldest() {
     }
   }
   free_.pop_front();
-  cached_ -= static_cast<int64_t>(oldest.bytes);
+  stats_.cached -= static_cast<int64_t>(oldest.bytes);
   return oldest;
 }
 
 void MappedBlockCache::Give(void* data, size_t bytes) {
   const size_t size = Rounded(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  live_ -= static_cast<int64_t>(size);
+  stats_.live -= static_cast<int64_t>(size);
   free_.push_back({data, size});
   by_size_.emplace(size, std::prev(free_.end()));
-  cached_ += static_cast<int64_t>(size);
+  stats_.cached += static_cast<int64_t>(size);
 }
 
 void MappedBlockCache::Release() {
@@ -86,29 +87,14 @@ void MappedBlockCache::Release() {
     std::lock_guard<std::mutex> lock(mu_);
     all.swap(free_);
     by_size_.clear();
-    cached_ = 0;
+    stats_.cached = 0;
   }
   for (const Block& b : all) Unmap(b.data, b.bytes);
 }
 
-int64_t MappedBlockCache::cached_bytes() const {
+MappedBlockStats MappedBlockCache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return cached_;
-}
-
-int64_t MappedBlockCache::live_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return live_;
-}
-
-int64_t MappedBlockCache::high_water_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return high_water_;
-}
-
-int64_t MappedBlockCache::mapped_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return mapped_;
+  return stats_;
 }
 
 }  // namespace zerotrain::engine

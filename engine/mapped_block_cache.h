@@ -15,6 +15,13 @@
 
 namespace zerotrain::engine {
 
+struct MappedBlockStats {
+  int64_t cached = 0;      // freed blocks kept for reuse
+  int64_t live = 0;        // taken and not given back
+  int64_t high_water = 0;  // the most live at once
+  int64_t mapped = 0;      // new mappings made since construction: what the cache did not serve
+};
+
 class MappedBlockCache {
  public:
   // `slack`: how far the mapped bytes (live and cached) may stand above the most ever live at
@@ -34,12 +41,7 @@ class MappedBlockCache {
   // at the end of each optimizer step and save), so that RSS comes down to it.
   void Release();
 
-  int64_t cached_bytes() const;
-  // Bytes taken and not given back; their most at once.
-  int64_t live_bytes() const;
-  int64_t high_water_bytes() const;
-  // Bytes of new mappings made since construction: what the cache did not serve.
-  int64_t mapped_bytes() const;
+  MappedBlockStats stats() const;
 
  private:
   struct Block {
@@ -55,10 +57,7 @@ class MappedBlockCache {
   mutable std::mutex mu_;
   std::list<Block> free_;  // oldest first
   std::unordered_multimap<size_t, std::list<Block>::iterator> by_size_;
-  int64_t cached_ = 0;
-  int64_t live_ = 0;
-  int64_t high_water_ = 0;
-  int64_t mapped_ = 0;
+  MappedBlockStats stats_;
 };
 
 }  // namespace zerotrain::engine

@@ -27,19 +27,19 @@ TEST(MappedBlockCache, ServesAFreedBlockAgainAtItsSize) {
   void* a = cache.Take(kMiB + 1);  // rounded up to whole pages
   ASSERT_NE(a, nullptr);
   std::memset(a, 7, kMiB + 1);
-  EXPECT_EQ(cache.mapped_bytes(), static_cast<int64_t>(kMiB) + page);
-  EXPECT_EQ(cache.live_bytes(), cache.mapped_bytes());
+  EXPECT_EQ(cache.stats().mapped, static_cast<int64_t>(kMiB) + page);
+  EXPECT_EQ(cache.stats().live, cache.stats().mapped);
   cache.Give(a, kMiB + 1);
-  EXPECT_EQ(cache.cached_bytes(), cache.mapped_bytes());
-  EXPECT_EQ(cache.live_bytes(), 0);
+  EXPECT_EQ(cache.stats().cached, cache.stats().mapped);
+  EXPECT_EQ(cache.stats().live, 0);
   void* other = cache.Take(2 * kMiB);  // another size: a new mapping, within the slack
   EXPECT_NE(other, a);
   void* again = cache.Take(kMiB + 2);  // the same pages: the cached block
   EXPECT_EQ(again, a);
   EXPECT_EQ(static_cast<unsigned char*>(again)[kMiB], 7);  // contents kept, as at::empty allows
-  EXPECT_EQ(cache.cached_bytes(), 0);
-  EXPECT_EQ(cache.mapped_bytes(), static_cast<int64_t>(3 * kMiB) + page);
-  EXPECT_EQ(cache.high_water_bytes(), static_cast<int64_t>(3 * kMiB) + page);
+  EXPECT_EQ(cache.stats().cached, 0);
+  EXPECT_EQ(cache.stats().mapped, static_cast<int64_t>(3 * kMiB) + page);
+  EXPECT_EQ(cache.stats().high_water, static_cast<int64_t>(3 * kMiB) + page);
   cache.Give(again, kMiB + 2);
   cache.Give(other, 2 * kMiB);
 }
@@ -51,15 +51,15 @@ TEST(MappedBlockCache, AMissUnmapsTheOldestCachedBlocksPastTheBound) {
   cache.Give(a, 2 * kMiB);
   cache.Give(b, 2 * kMiB);
   void* c = cache.Take(kMiB);  // 0 live + 4 cached + 1 = the high water + 1/4: all kept
-  EXPECT_EQ(cache.cached_bytes(), static_cast<int64_t>(4 * kMiB));
+  EXPECT_EQ(cache.stats().cached, static_cast<int64_t>(4 * kMiB));
   void* d = cache.Take(3 * kMiB);  // 1 + 4 + 3 > 4 x 1.25: `a` goes, then `b`
-  EXPECT_EQ(cache.cached_bytes(), 0);
-  EXPECT_EQ(cache.high_water_bytes(), static_cast<int64_t>(4 * kMiB));
+  EXPECT_EQ(cache.stats().cached, 0);
+  EXPECT_EQ(cache.stats().high_water, static_cast<int64_t>(4 * kMiB));
   cache.Give(c, kMiB);
   cache.Give(d, 3 * kMiB);
-  const int64_t mapped = cache.mapped_bytes();
+  const int64_t mapped = cache.stats().mapped;
   EXPECT_EQ(cache.Take(kMiB), c);  // what is cached is the latest
-  EXPECT_EQ(cache.mapped_bytes(), mapped);
+  EXPECT_EQ(cache.stats().mapped, mapped);
   cache.Give(c, kMiB);
 }
 
@@ -86,11 +86,11 @@ TEST(MappedBlockCache, NeverMapsMoreThanTheMostLiveAtOncePlusTheSlack) {
       live -= static_cast<int64_t>(held[k].second);
       held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
     }
-    ASSERT_EQ(cache.live_bytes(), live);
-    ASSERT_LE(cache.live_bytes() + cache.cached_bytes(), high_water * (1 + kSlack)) << "op " << i;
+    ASSERT_EQ(cache.stats().live, live);
+    ASSERT_LE(cache.stats().live + cache.stats().cached, high_water * (1 + kSlack)) << "op " << i;
   }
   // The cache served most of it: far less was mapped than taken.
-  EXPECT_LT(cache.mapped_bytes(), taken / 2) << "taken " << taken;
+  EXPECT_LT(cache.stats().mapped, taken / 2) << "taken " << taken;
   for (const auto& [p, n] : held) cache.Give(p, n);
 }
 
@@ -105,7 +105,7 @@ TEST(MappedBlockCache, ReleaseGivesThePagesBack) {
   EXPECT_GT(ResidentHostBytes(), touched - static_cast<int64_t>(kBytes / 2))
       << "cached, still held";
   cache.Release();
-  EXPECT_EQ(cache.cached_bytes(), 0);
+  EXPECT_EQ(cache.stats().cached, 0);
   EXPECT_LT(ResidentHostBytes(), touched - static_cast<int64_t>(kBytes / 2));
 }
 

@@ -144,12 +144,13 @@ absl::StatusOr<HostBlock> PinnedHostPool::Allocate(int64_t bytes) {
       if (it->second.empty()) s.cached.erase(it);
       ++s.stats.reuses;
     } else {
-      const int64_t limit = s.options.limit_bytes;
-      if (limit > 0 && s.stats.bytes_held + rounded > limit) s.ReleaseCachedLocked(rounded, limit);
       // The cache never holds more than 1/16 above the most ever in use at once (this block
-      // included): freed blocks of sizes no longer asked for would otherwise stay for good.
+      // included): freed blocks of sizes no longer asked for would otherwise stay for good. Nor,
+      // with a limit, more than the limit allows.
+      const int64_t limit = s.options.limit_bytes;
       const int64_t in_use = std::max(s.stats.peak_bytes_in_use, s.stats.bytes_in_use + rounded);
-      s.ReleaseCachedLocked(rounded, in_use + in_use / 16);
+      const int64_t bound = in_use + in_use / 16;
+      s.ReleaseCachedLocked(rounded, limit > 0 ? std::min(bound, limit) : bound);
       if (limit > 0 && s.stats.bytes_held + rounded > limit) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "PinnedHostPool: cannot allocate ", bytes, " bytes (", rounded, " rounded up to ",
