@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -73,6 +74,22 @@ absl::Status AtomicFileWriter::Append(const void* data, int64_t n) {
   }
   crc_ = Crc32cExtend(crc_, data, static_cast<size_t>(n));
   size_ += n;
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFileWriter::WriteAt(int64_t offset, const void* data, int64_t n) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("write to closed ", path_));
+  const char* p = static_cast<const char*>(data);
+  for (int64_t done = 0; done < n;) {
+    const ssize_t w = ::pwrite(
+        fd_, p + done, static_cast<size_t>(std::min<int64_t>(n - done, 1 << 30)), offset + done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write", temp_);
+    }
+    done += w;
+  }
+  size_ = std::max(size_, offset + n);
   return absl::OkStatus();
 }
 

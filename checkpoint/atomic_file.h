@@ -21,6 +21,10 @@ class AtomicFileWriter {
   ~AtomicFileWriter();  // removes the temporary file unless committed
 
   absl::Status Append(const void* data, int64_t n);
+  // Writes at `offset` (a gap before it reads as zeros), for a file whose parts are written out
+  // of order; size() grows to cover it. crc32c() then no longer describes the file: a caller
+  // that writes out of order checksums the file itself.
+  absl::Status WriteAt(int64_t offset, const void* data, int64_t n);
   // fsync, rename to the final path, fsync the directory.
   absl::Status Commit();
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -234,6 +235,26 @@ absl::StatusOr<std::vector<uint8_t>> CheckpointReader::ReadRankBytes(int rank,
   return (*file)->ReadAllBytes(array);
 }
 
+namespace {
+
+// A file whose checksum is not the manifest's: the first chunk whose own checksum fails says
+// what changed (a changed header or table fails to open); OK when every chunk is intact.
+absl::Status LocateDamage(const std::string& path) {
+  auto file = ShardFileReader::Open(path);
+  if (!file.ok()) return file.status();
+  std::vector<char> buf(kDefaultChunkBytes);
+  for (const ArrayInfo& a : file->arrays()) {
+    const int64_t per = kDefaultChunkBytes / ArrayDTypeSize(a.dtype);
+    for (int64_t at = 0; at < a.numel; at += per) {
+      absl::Status s = file->ReadRange(a.name, at, std::min(per, a.numel - at), buf.data());
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CheckpointReader::VerifyFileChecksums(int part, int parts) const {
   for (int i = part; i < manifest_.files_size(); i += std::max(parts, 1)) {
     const ShardFileEntry& f = manifest_.files(i);
@@ -241,10 +262,13 @@ absl::Status CheckpointReader::VerifyFileChecksums(int part, int parts) const {
     auto crc = FileCrc32c(path);
     if (!crc.ok()) return crc.status();
     if (*crc != f.crc32c()) {
-      return absl::DataLossError(absl::StrFormat(
-          "checkpoint shard file %s: checksum mismatch with the manifest: CRC32C 0x%08x of the "
-          "whole file, the manifest records 0x%08x (the file changed after the save)",
-          path, *crc, f.crc32c()));
+      const absl::Status located = LocateDamage(path);
+      return absl::DataLossError(absl::StrCat(
+          absl::StrFormat("checkpoint shard file %s: checksum mismatch with the manifest: CRC32C "
+                          "0x%08x of the whole file, the manifest records 0x%08x (the file "
+                          "changed after the save)",
+                          path, *crc, f.crc32c()),
+          located.ok() ? "" : absl::StrCat("; read chunk by chunk: ", located.message())));
     }
   }
   return absl::OkStatus();

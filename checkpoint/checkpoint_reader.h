@@ -75,7 +75,9 @@ class CheckpointReader {
   // A byte array of the file saving rank `rank` wrote (e.g. kRngArray); NotFound when absent.
   absl::StatusOr<std::vector<uint8_t>> ReadRankBytes(int rank, const std::string& array);
   // Reads listed files whole and compares their CRC32C with the manifest's: files part,
-  // part + parts, ..., so that `parts` ranks can share the reading.
+  // part + parts, ..., so that `parts` ranks can share the reading. A file that differs is
+  // read again chunk by chunk, so that the error names the damaged array and bytes when the
+  // chunks' own checksums show them.
   absl::Status VerifyFileChecksums(int part = 0, int parts = 1) const;
 
  private:

@@ -80,4 +80,41 @@ uint32_t Crc32cPortable(uint32_t crc, const void* data, size_t n) {
   return ~c;
 }
 
+namespace {
+
+// A linear map over GF(2) on the 32-bit CRC register, as the images of its 32 unit vectors.
+struct RegisterMap {
+  uint32_t image[32];
+};
+
+uint32_t Apply(const RegisterMap& m, uint32_t v) {
+  uint32_t out = 0;
+  for (int i = 0; v != 0; ++i, v >>= 1) {
+    if (v & 1) out ^= m.image[i];
+  }
+  return out;
+}
+
+RegisterMap Twice(const RegisterMap& m) {
+  RegisterMap out;
+  for (int i = 0; i < 32; ++i) out.image[i] = Apply(m, m.image[i]);
+  return out;
+}
+
+}  // namespace
+
+uint32_t Crc32cConcat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  // With init and xor-out both ~0 they cancel: crc(A || B) = shift(crc(A), |B| zero bytes) ^
+  // crc(B), where shift runs the bare register over zeros. One zero bit: shift right, fold the
+  // polynomial in when bit 0 was set; squaring that map reaches a byte, then each power of two.
+  RegisterMap shift;
+  shift.image[0] = 0x82F63B78u;
+  for (int i = 1; i < 32; ++i) shift.image[i] = 1u << (i - 1);
+  for (int bits = 1; bits < 8; bits *= 2) shift = Twice(shift);
+  for (; len_b != 0; len_b >>= 1, shift = Twice(shift)) {
+    if (len_b & 1) crc_a = Apply(shift, crc_a);
+  }
+  return crc_a ^ crc_b;
+}
+
 }  // namespace zerotrain::checkpoint

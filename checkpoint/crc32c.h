@@ -12,6 +12,9 @@ namespace zerotrain::checkpoint {
 // Extends `crc` (the CRC32C of the bytes before) over `n` more bytes; start from 0.
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
 inline uint32_t Crc32c(const void* data, size_t n) { return Crc32cExtend(0, data, n); }
+// The CRC32C of A followed by B from the CRCs of each and B's length, in O(log len_b): a file
+// whose parts are written out of order (a header written last) is still checksummed in one pass.
+uint32_t Crc32cConcat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 // The table path whatever the CPU (the tests compare both paths with a bitwise reference).
 uint32_t Crc32cPortable(uint32_t crc, const void* data, size_t n);

@@ -53,5 +53,22 @@ TEST(Crc32cTest, ContinuationEqualsOneShot) {
   EXPECT_EQ(Crc32cPortable(Crc32cPortable(0, s.data(), 10), s.data() + 10, s.size() - 10), whole);
 }
 
+TEST(Crc32cTest, ConcatEqualsTheCrcOfBothParts) {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buf(3 * 4096 + 17);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t split : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{4096}, size_t{5000},
+                       buf.size() - 1, buf.size()}) {
+    const uint32_t a = Crc32c(buf.data(), split);
+    const uint32_t b = Crc32c(buf.data() + split, buf.size() - split);
+    EXPECT_EQ(Crc32cConcat(a, b, buf.size() - split), BitwiseCrc32c(buf.data(), buf.size()))
+        << "split " << split;
+  }
+  // Three parts, folded left to right as a streamed file is.
+  const uint32_t ab = Crc32cConcat(Crc32c(buf.data(), 100), Crc32c(buf.data() + 100, 900), 900);
+  EXPECT_EQ(Crc32cConcat(ab, Crc32c(buf.data() + 1000, buf.size() - 1000), buf.size() - 1000),
+            Crc32c(buf.data(), buf.size()));
+}
+
 }  // namespace
 }  // namespace zerotrain::checkpoint

@@ -1,4 +1,5 @@
-// Shard file writer and verifying reader (format in shard_file.h).
+// The verifying shard file reader (format in shard_file.h; the writers are in
+// shard_file_writer.cc).
 #include "checkpoint/shard_file.h"
 
 #include <fcntl.h>
@@ -10,18 +11,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/atomic_file.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/little_endian.h"
 
 namespace zerotrain::checkpoint {
 namespace {
-
-constexpr char kMagic[8] = {'Z', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
-constexpr int64_t kHeaderBytes = 28;  // magic, version, chunk_bytes, table_bytes, crc
-constexpr int64_t kMaxNameBytes = 4096;
-
-int64_t NumChunks(int64_t bytes, int64_t chunk) { return (bytes + chunk - 1) / chunk; }
 
 absl::Status Corrupt(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat("checkpoint shard file ", path, ": ", what));
@@ -44,57 +38,6 @@ absl::Status PreadFully(int fd, void* out, int64_t n, int64_t offset, const std:
 
 }  // namespace
 
-int ArrayDTypeSize(ArrayDType dtype) { return dtype == ArrayDType::kFloat32 ? 4 : 1; }
-
-absl::Status ShardFileWriter::Add(const std::string& name, ArrayDType dtype, const void* data,
-                                  int64_t numel) {
-  if (name.empty() || static_cast<int64_t>(name.size()) > kMaxNameBytes || numel < 0 ||
-      (numel > 0 && data == nullptr)) {
-    return absl::InvalidArgumentError(absl::StrCat("ShardFileWriter: bad array '", name, "'"));
-  }
-  for (const Entry& e : entries_) {
-    if (e.name == name) {
-      return absl::InvalidArgumentError(absl::StrCat("ShardFileWriter: duplicate '", name, "'"));
-    }
-  }
-  entries_.push_back({name, dtype, data, numel});
-  return absl::OkStatus();
-}
-
-absl::StatusOr<WrittenFile> ShardFileWriter::Write(const std::string& path) const {
-  std::string table;
-  if (identity_) EncodeIdentity(*identity_, &table);
-  for (const Entry& e : entries_) {
-    PutLittleEndian(&table, e.name.size(), 4);
-    table += e.name;
-    table.push_back(static_cast<char>(e.dtype));
-    PutLittleEndian(&table, static_cast<uint64_t>(e.numel), 8);
-    const int64_t bytes = e.numel * ArrayDTypeSize(e.dtype);
-    const char* p = static_cast<const char*>(e.data);
-    for (int64_t c = 0; c < NumChunks(bytes, chunk_bytes_); ++c) {
-      const int64_t n = std::min<int64_t>(chunk_bytes_, bytes - c * chunk_bytes_);
-      PutLittleEndian(&table, Crc32c(p + c * chunk_bytes_, static_cast<size_t>(n)), 4);
-    }
-  }
-  std::string header(kMagic, sizeof(kMagic));
-  PutLittleEndian(&header, identity_ ? kShardFormatVersion : 1, 4);
-  PutLittleEndian(&header, chunk_bytes_, 4);
-  PutLittleEndian(&header, table.size(), 8);
-  PutLittleEndian(
-      &header, Crc32cExtend(Crc32c(header.data(), header.size()), table.data(), table.size()), 4);
-  auto writer = AtomicFileWriter::Open(path);
-  if (!writer.ok()) return writer.status();
-  absl::Status s = writer->Append(header.data(), static_cast<int64_t>(header.size()));
-  if (s.ok()) s = writer->Append(table.data(), static_cast<int64_t>(table.size()));
-  for (const Entry& e : entries_) {
-    if (s.ok()) s = writer->Append(e.data, e.numel * ArrayDTypeSize(e.dtype));
-  }
-  WrittenFile out{path, writer->size(), writer->crc32c()};
-  if (s.ok()) s = writer->Commit();
-  if (!s.ok()) return s;
-  return out;
-}
-
 absl::StatusOr<ShardFileReader> ShardFileReader::Open(const std::string& path) {
   ShardFileReader r;
   r.path_ = path;
@@ -106,14 +49,14 @@ absl::StatusOr<ShardFileReader> ShardFileReader::Open(const std::string& path) {
   struct stat st;
   if (::fstat(r.fd_, &st) != 0) return Corrupt(path, "cannot stat");
   r.file_size_ = st.st_size;
-  if (r.file_size_ < kHeaderBytes) {
+  if (r.file_size_ < kShardHeaderBytes) {
     return Corrupt(path,
                    absl::StrCat("truncated: ", r.file_size_, " bytes, shorter than the header"));
   }
-  char h[kHeaderBytes];
-  absl::Status s = PreadFully(r.fd_, h, kHeaderBytes, 0, path);
+  char h[kShardHeaderBytes];
+  absl::Status s = PreadFully(r.fd_, h, kShardHeaderBytes, 0, path);
   if (!s.ok()) return s;
-  if (std::memcmp(h, kMagic, sizeof(kMagic)) != 0)
+  if (std::memcmp(h, kShardMagic, sizeof(kShardMagic)) != 0)
     return Corrupt(path, "not a shard file (bad magic)");
   const uint32_t version = static_cast<uint32_t>(GetLittleEndian(h + 8, 4));
   if (version > kShardFormatVersion) {
@@ -125,12 +68,12 @@ absl::StatusOr<ShardFileReader> ShardFileReader::Open(const std::string& path) {
   r.chunk_bytes_ = static_cast<uint32_t>(GetLittleEndian(h + 12, 4));
   const uint64_t table_bytes = GetLittleEndian(h + 16, 8);
   if (r.chunk_bytes_ == 0) return Corrupt(path, "chunk size 0");
-  if (table_bytes > static_cast<uint64_t>(r.file_size_ - kHeaderBytes)) {
+  if (table_bytes > static_cast<uint64_t>(r.file_size_ - kShardHeaderBytes)) {
     return Corrupt(path, absl::StrCat("table of ", table_bytes, " bytes overruns the file of ",
                                       r.file_size_, " bytes (truncated?)"));
   }
   std::string table(table_bytes, '\0');
-  s = PreadFully(r.fd_, table.data(), static_cast<int64_t>(table_bytes), kHeaderBytes, path);
+  s = PreadFully(r.fd_, table.data(), static_cast<int64_t>(table_bytes), kShardHeaderBytes, path);
   if (!s.ok()) return s;
   const uint32_t want = static_cast<uint32_t>(GetLittleEndian(h + 24, 4));
   if (Crc32cExtend(Crc32c(h, 24), table.data(), table.size()) != want) {
@@ -148,13 +91,13 @@ absl::StatusOr<ShardFileReader> ShardFileReader::Open(const std::string& path) {
 }
 
 absl::Status ShardFileReader::ParseTable(const std::string& table, int64_t pos) {
-  int64_t data = kHeaderBytes + static_cast<int64_t>(table.size());
+  int64_t data = kShardHeaderBytes + static_cast<int64_t>(table.size());
   const int64_t size = static_cast<int64_t>(table.size());
   while (pos < size) {
     if (size - pos < 4) return Corrupt(path_, "table entry cut short");
     const int64_t name_len = static_cast<int64_t>(GetLittleEndian(table.data() + pos, 4));
     pos += 4;
-    if (name_len == 0 || name_len > kMaxNameBytes || size - pos < name_len + 9) {
+    if (name_len == 0 || name_len > kMaxArrayNameBytes || size - pos < name_len + 9) {
       return Corrupt(path_, "table entry cut short");
     }
     ArrayInfo a;
@@ -172,7 +115,7 @@ absl::Status ShardFileReader::ParseTable(const std::string& table, int64_t pos) 
     }
     a.numel = static_cast<int64_t>(numel);
     const int64_t bytes = a.numel * ArrayDTypeSize(a.dtype);
-    const int64_t chunks = NumChunks(bytes, chunk_bytes_);
+    const int64_t chunks = ShardChunks(bytes, chunk_bytes_);
     if ((size - pos) / 4 < chunks)
       return Corrupt(path_, absl::StrCat("array ", a.name, ": chunk checksums cut short"));
     for (int64_t c = 0; c < chunks; ++c, pos += 4) {

@@ -19,12 +19,19 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/atomic_file.h"
 #include "checkpoint/shard_identity.h"
 
 namespace zerotrain::checkpoint {
 
 inline constexpr uint32_t kShardFormatVersion = 2;
 inline constexpr uint32_t kDefaultChunkBytes = 1 << 20;
+inline constexpr char kShardMagic[8] = {'Z', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
+inline constexpr int64_t kShardHeaderBytes = 28;  // magic, version, chunk_bytes, table_bytes, crc
+inline constexpr int64_t kMaxArrayNameBytes = 4096;
+inline int64_t ShardChunks(int64_t bytes, int64_t chunk_bytes) {
+  return (bytes + chunk_bytes - 1) / chunk_bytes;
+}
 
 enum class ArrayDType : uint8_t { kFloat32 = 1, kBytes = 2 };
 int ArrayDTypeSize(ArrayDType dtype);
@@ -35,6 +42,61 @@ struct WrittenFile {
   uint32_t crc32c = 0;  // of the whole file
 };
 
+// The name, type and length of one array, known before its contents.
+struct ArraySpec {
+  std::string name;
+  ArrayDType dtype = ArrayDType::kFloat32;
+  int64_t numel = 0;
+};
+
+// Writes a shard file as its arrays' contents arrive: each array front to back, the arrays in
+// any interleaving (an optimizer state read one sub-group at a time hands over a piece of every
+// array at once). Each piece goes to its place in the file when it arrives and the table of
+// chunk checksums, which comes before the data, is written last, so no array is ever held whole;
+// the file's CRC32C is assembled from the chunks' (Crc32cConcat), without reading it back.
+class ShardStreamWriter {
+ public:
+  // Creates the file's temporary (crash-safe, checkpoint/atomic_file.h). Without an identity
+  // the file is format 1. Names must be unique, non-empty and at most kMaxArrayNameBytes.
+  static absl::StatusOr<ShardStreamWriter> Open(const std::string& path,
+                                                std::vector<ArraySpec> arrays,
+                                                std::optional<ShardIdentity> identity,
+                                                uint32_t chunk_bytes = kDefaultChunkBytes);
+  ShardStreamWriter(ShardStreamWriter&&) = default;
+  ShardStreamWriter& operator=(ShardStreamWriter&&) = delete;
+
+  // The next `numel` elements of array `index` (as Open listed them); more than the array holds
+  // is InvalidArgument.
+  absl::Status Append(int index, const void* data, int64_t numel);
+  // Every array complete (else FailedPrecondition naming the first short one): the header and
+  // table, fsync, the rename. Until then the destructor removes the temporary.
+  absl::StatusOr<WrittenFile> Commit();
+
+ private:
+  struct Progress {
+    ArraySpec spec;
+    int64_t file_offset = 0;  // where the array's data starts
+    int64_t bytes = 0;
+    int64_t written = 0;
+    uint32_t open_chunk_crc = 0;  // of the bytes written into the chunk not yet complete
+    std::vector<uint32_t> chunk_crcs;
+  };
+  ShardStreamWriter(AtomicFileWriter file, std::vector<Progress> arrays,
+                    std::optional<ShardIdentity> identity, uint32_t chunk_bytes)
+      : file_(std::move(file)),
+        arrays_(std::move(arrays)),
+        identity_(std::move(identity)),
+        chunk_bytes_(chunk_bytes) {}
+  // Header and table as they will be once the chunk checksums are known (their size is fixed).
+  std::string HeaderAndTable() const;
+
+  AtomicFileWriter file_;
+  std::vector<Progress> arrays_;
+  std::optional<ShardIdentity> identity_;
+  uint32_t chunk_bytes_;
+};
+
+// The whole-array form: arrays held in memory, added by pointer, written in one call.
 class ShardFileWriter {
  public:
   explicit ShardFileWriter(uint32_t chunk_bytes = kDefaultChunkBytes) : chunk_bytes_(chunk_bytes) {}
@@ -47,10 +109,8 @@ class ShardFileWriter {
 
  private:
   struct Entry {
-    std::string name;
-    ArrayDType dtype;
+    ArraySpec spec;
     const void* data;
-    int64_t numel;
   };
   uint32_t chunk_bytes_;
   std::optional<ShardIdentity> identity_;

@@ -78,8 +78,8 @@ absl::Status PrepareTag(const TagLocation& at) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, ShardIdentity identity,
-                                          const std::vector<NamedArray>& arrays) {
+absl::StatusOr<ShardStreamWriter> OpenRankFile(const TagLocation& at, ShardIdentity identity,
+                                               std::vector<ArraySpec> arrays) {
   ZT_RETURN_IF_ERROR(ValidateTag(at.tag));
   const int rank = identity.rank;
   identity.tag = at.tag;
@@ -98,13 +98,18 @@ absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, ShardIdentity i
         rank, ec ? absl::StrCat(" (", ec.message(), ")") : "",
         "; rank 0 creates it, and every rank must see the same ", at.dir));
   }
-  ShardFileWriter writer;
-  writer.set_identity(identity);
-  for (const NamedArray& a : arrays) {
-    ZT_RETURN_IF_ERROR(WithPrefix(writer.Add(a.name, a.dtype, a.data, a.numel),
-                                  absl::StrCat("shard file ", path, ": ")));
+  return ShardStreamWriter::Open(path, std::move(arrays), identity);
+}
+
+absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, ShardIdentity identity,
+                                          const std::vector<NamedArray>& arrays) {
+  std::vector<ArraySpec> specs;
+  for (const NamedArray& a : arrays) specs.push_back({a.name, a.dtype, a.numel});
+  ZT_ASSIGN_OR_RETURN(ShardStreamWriter file, OpenRankFile(at, identity, std::move(specs)));
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    ZT_RETURN_IF_ERROR(file.Append(static_cast<int>(i), arrays[i].data, arrays[i].numel));
   }
-  return writer.Write(path);
+  return file.Commit();
 }
 
 absl::Status CommitTag(const TagLocation& at, Manifest manifest,

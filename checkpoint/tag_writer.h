@@ -54,8 +54,12 @@ struct RankFile {
 // loads rather than a mix of old and new files. Creates `<dir>/<tag>` (and `<dir>`).
 absl::Status PrepareTag(const TagLocation& at);
 
-// Every rank, after PrepareTag succeeded: writes `<dir>/<tag>/rank_<rank>.zts` crash-safely, for
-// rank `identity.rank`, recording `identity` (its tag is set to at.tag) in the file's header.
+// Every rank, after PrepareTag succeeded: opens `<dir>/<tag>/rank_<rank>.zts` for rank
+// `identity.rank`, recording `identity` (its tag is set to at.tag) in the file's header; the
+// arrays' contents then arrive piece by piece and Commit makes the file appear, crash-safely.
+absl::StatusOr<ShardStreamWriter> OpenRankFile(const TagLocation& at, ShardIdentity identity,
+                                               std::vector<ArraySpec> arrays);
+// The same for arrays held whole in memory, written in one call.
 absl::StatusOr<WrittenFile> WriteRankFile(const TagLocation& at, ShardIdentity identity,
                                           const std::vector<NamedArray>& arrays);
 

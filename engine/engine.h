@@ -41,6 +41,7 @@ class CheckpointReader;
 class Manifest;
 struct TagLocation;
 struct WrittenFile;
+class ShardStreamWriter;
 }  // namespace zerotrain::checkpoint
 namespace zerotrain::offload {
 class PinnedHostPool;
@@ -189,10 +190,6 @@ class Engine {
   // The master weights and optimizer states (engine_state.cc): where offload_optimizer puts
   // them, the master filled from the model's values.
   absl::Status InitState();
-  // Master then optimizer states, whole (views of resident memory, or copies read from NVMe).
-  absl::StatusOr<std::vector<at::Tensor>> ReadState() const;
-  // Overwrites them from `arrays` (as ReadState returns them).
-  absl::Status WriteState(const std::vector<at::Tensor>& arrays);
   // Sub-group memory of the state as a tensor on the device it lives on.
   at::Tensor StateArray(float* data, int64_t numel) const;
   // Host checks of collectives that only ordered the device stream (the reductions, stage 1/2's
@@ -215,10 +212,15 @@ class Engine {
   absl::Status CheckModelMatches(const checkpoint::CheckpointReader& reader) const;
   // options_.tag_validation: whether every rank's tag is this rank's (collective unless kIgnore).
   absl::Status CheckTagAgrees(const std::string& tag) const;
-  // SaveCheckpoint's phases: this rank's file (the arrays in the store's checkpoint layout, and
-  // the RNG), and the manifest rank 0 commits.
-  absl::Status WriteRankArrays(const checkpoint::TagLocation& at, std::vector<at::Tensor>* arrays,
-                               checkpoint::WrittenFile* written) const;
+  // SaveCheckpoint's phases: this rank's file (the spans of the state its checkpoint layout
+  // holds, and the RNG), and the manifest rank 0 commits.
+  absl::Status WriteRankShard(const checkpoint::TagLocation& at,
+                              checkpoint::WrittenFile* written) const;
+  absl::Status AppendState(const std::vector<MasterSpan>& spans,
+                           checkpoint::ShardStreamWriter* file) const;
+  // LoadCheckpoint's overwrite of the master, the optimizer states and the model's copy, read
+  // from `reader` one sub-group at a time.
+  absl::Status ReadStateFrom(checkpoint::CheckpointReader& reader);
   checkpoint::Manifest SaveManifest(const std::map<std::string, std::string>& client_state) const;
   // Rank 0, after a save committed: options_.keep_last_checkpoints (a failure only warns).
   void PruneOldTags(const std::string& dir) const;

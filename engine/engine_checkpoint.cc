@@ -9,6 +9,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -21,12 +22,18 @@
 #include "checkpoint/tag_writer.h"
 #include "engine/engine.h"
 #include "engine/tensor_memory.h"
+#include "offload/memory_roles.h"
+#include "offload/sub_group_store.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
 namespace {
 
 using checkpoint::ArrayDType;
+
+// A save and a load move the state through host memory this many elements at a time (4 MiB), so
+// neither holds a second copy of a sub-group, however large sub_group_size is.
+constexpr int64_t kPieceNumel = int64_t{1} << 20;
 
 // The CUDA generators a rank uses: the engine's device and the current one (a CPU engine's model
 // may still run on a GPU). None when CUDA is not available at runtime, which is also the case in
@@ -132,15 +139,18 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   }
   if (local.ok() && !broken_.ok()) local = BrokenError();
   if (local.ok()) local = WaitStreamOrdered("");
-  // Read before anything is written: a store poisoned by a failed swap-in must not be saved.
-  auto arrays = ReadState();
-  if (local.ok() && !arrays.ok()) local = arrays.status();
+  // Before anything is written: a store poisoned by a failed swap must not be saved.
+  if (local.ok() && !state_->health().ok()) {
+    local = absl::FailedPreconditionError(
+        absl::StrCat("the optimizer state is unusable after an earlier I/O error: ",
+                     state_->health().message()));
+  }
   if (local.ok() && rank == 0) local = checkpoint::PrepareTag(at);
   local = WithPrefix(local, where);
   ZT_RETURN_IF_ERROR(AgreeAllOk(local, where));
 
   checkpoint::WrittenFile written;
-  local = WithPrefix(WriteRankArrays(at, &*arrays, &written), where);
+  local = WithPrefix(WriteRankShard(at, &written), where);
   // Rank 0 needs every file's size and checksum for the manifest.
   const int world = group_->world_size();
   at::Tensor mine = at::tensor(
@@ -162,7 +172,6 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     if (local.ok()) PruneOldTags(dir);
   }
   absl::Status agreed = AgreeAllOk(local, where);
-  if (arrays.ok()) arrays->clear();  // the copies of the state made for the file: handed back
   ReturnFreedHostMemory();
   return agreed;
 }
@@ -178,49 +187,70 @@ void Engine::PruneOldTags(const std::string& dir) const {
   }
 }
 
-absl::Status Engine::WriteRankArrays(const checkpoint::TagLocation& at,
-                                     std::vector<at::Tensor>* arrays,
-                                     checkpoint::WrittenFile* written) const {
-  // The store says which ranks save state and in which layout (stage 0 holds the whole master
-  // on every rank: rank 0 saves it as a 1-rank layout).
+absl::Status Engine::WriteRankShard(const checkpoint::TagLocation& at,
+                                    checkpoint::WrittenFile* written) const {
+  // The store says which ranks save state and which spans of the master their files hold
+  // (stage 0 holds the whole master on every rank: rank 0 saves it as a 1-rank layout).
   const int rank = group_->rank();
-  const bool holds_state = store_->SavesState(rank);
+  const std::vector<MasterSpan> spans =
+      store_->SavesState(rank) ? store_->CheckpointSpans(master_numel_) : std::vector<MasterSpan>{};
   try {
-    if (holds_state) *arrays = store_->ToCheckpointLayout(*arrays);
-    // The file is written from host memory; arrays on a device come over once, here.
-    for (at::Tensor& a : *arrays) {
-      at::Tensor host = a.cpu();
-      host_copies_.Count(a, host);
-      a = host;
-    }
-    const at::Tensor rng = GetRngState(c10::Device(c10::kCPU));
-    ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, CudaRngDevices(options_.device));
-    std::vector<at::Tensor> cuda_rng;  // alive until the file is written
-    for (const c10::Device& d : cuda) cuda_rng.push_back(GetRngState(d));
-    std::vector<checkpoint::NamedArray> saved;
-    if (holds_state) {
-      const std::vector<std::string> state_names = optimizer_->state_names();
-      const int64_t numel = (*arrays)[0].numel();
-      saved.push_back(
-          {checkpoint::kMasterArray, ArrayDType::kFloat32, (*arrays)[0].data_ptr<float>(), numel});
-      for (size_t i = 0; i < state_names.size(); ++i) {
-        saved.push_back(
-            {state_names[i], ArrayDType::kFloat32, (*arrays)[i + 1].data_ptr<float>(), numel});
+    std::vector<checkpoint::ArraySpec> specs;
+    if (!spans.empty()) {
+      int64_t numel = 0;
+      for (const MasterSpan& span : spans) numel += span.numel;
+      specs.push_back({checkpoint::kMasterArray, ArrayDType::kFloat32, numel});
+      for (const std::string& name : optimizer_->state_names()) {
+        specs.push_back({name, ArrayDType::kFloat32, numel});
       }
     }
-    saved.push_back(
-        {checkpoint::kRngArray, ArrayDType::kBytes, rng.data_ptr<uint8_t>(), rng.numel()});
-    for (size_t i = 0; i < cuda.size(); ++i) {
-      saved.push_back({CudaRngArray(cuda[i]), ArrayDType::kBytes, cuda_rng[i].data_ptr<uint8_t>(),
-                       cuda_rng[i].numel()});
+    std::vector<at::Tensor> rng = {GetRngState(c10::Device(c10::kCPU))};
+    specs.push_back({checkpoint::kRngArray, ArrayDType::kBytes, rng[0].numel()});
+    ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, CudaRngDevices(options_.device));
+    for (const c10::Device& d : cuda) {
+      rng.push_back(GetRngState(d));
+      specs.push_back({CudaRngArray(d), ArrayDType::kBytes, rng.back().numel()});
     }
     const checkpoint::ShardIdentity identity{
         run_id_, at.tag, optimizer_steps_, rank, group_->world_size(), options_.stage};
-    ZT_ASSIGN_OR_RETURN(*written, checkpoint::WriteRankFile(at, identity, saved));
+    ZT_ASSIGN_OR_RETURN(checkpoint::ShardStreamWriter file,
+                        checkpoint::OpenRankFile(at, identity, std::move(specs)));
+    if (!spans.empty()) ZT_RETURN_IF_ERROR(AppendState(spans, &file));
+    const int first_rng = spans.empty() ? 0 : state_->num_arrays();
+    for (size_t i = 0; i < rng.size(); ++i) {
+      ZT_RETURN_IF_ERROR(
+          file.Append(first_rng + static_cast<int>(i), rng[i].data_ptr<uint8_t>(), rng[i].numel()));
+    }
+    ZT_ASSIGN_OR_RETURN(*written, file.Commit());
   } catch (const c10::Error& e) {
     return absl::InternalError(e.what_without_backtrace());
   }
   return absl::OkStatus();
+}
+
+absl::Status Engine::AppendState(const std::vector<MasterSpan>& spans,
+                                 checkpoint::ShardStreamWriter* file) const {
+  // One sub-group at a time, as the optimizer step reads them: the save holds no more of the
+  // state than a step does. Spans and sub-groups both ascend, so each array is appended in order.
+  offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
+  return state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
+    for (const MasterSpan& span : spans) {
+      const int64_t lo = std::max(span.begin, v.begin);
+      const int64_t hi = std::min(span.begin + span.numel, v.begin + v.numel);
+      if (lo >= hi) continue;
+      for (int a = 0; a < state_->num_arrays(); ++a) {
+        // The file is written from host memory; state on a device comes over a piece at a time.
+        for (int64_t p = lo; p < hi; p += kPieceNumel) {
+          const int64_t n = std::min(kPieceNumel, hi - p);
+          const at::Tensor from = StateArray(v.arrays[a] + (p - v.begin), n);
+          const at::Tensor host = from.cpu();
+          host_copies_.Count(from, host);
+          ZT_RETURN_IF_ERROR(file->Append(a, host.data_ptr<float>(), n));
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
 }
 
 // Everything the manifest says but the file list and the tag (CommitTag adds those).
@@ -296,9 +326,10 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
                                                                           const std::string& tag) {
   const int rank = group_->rank();
   const std::string where = absl::StrCat("LoadCheckpoint on rank ", rank, ": ");
-  // Everything is read into temporaries first, so a rank failing leaves every engine unchanged.
+  // Everything that can refuse the checkpoint is read and checked first (the RNG states, every
+  // checksum), so a rank failing leaves every engine unchanged; the state itself then streams
+  // into the store a sub-group at a time, never whole.
   std::unique_ptr<checkpoint::CheckpointReader> reader;
-  std::vector<at::Tensor> loaded;  // master, then one per optimizer state
   std::vector<uint8_t> rng;
   std::vector<std::pair<c10::Device, std::vector<uint8_t>>> cuda_rng;
   absl::Status local = [&]() -> absl::Status {
@@ -312,19 +343,6 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
           absl::StrCat("checkpoint ", reader->tag_dir(), " holds optimizer states [",
                        absl::StrJoin(want, ", "), "] (", m.optimizer(), "), this engine's ",
                        optimizer_->name(), " has [", absl::StrJoin(have, ", "), "]"));
-    }
-    const std::vector<MasterRun> runs = store_->MasterRuns();
-    std::vector<std::string> arrays = {checkpoint::kMasterArray};
-    arrays.insert(arrays.end(), have.begin(), have.end());
-    for (const std::string& a : arrays) {
-      // Padding stays zero; every real element is read, through the saved layout's offset of
-      // the same parameter, so layouts with different buckets, segments or ranks all map.
-      at::Tensor t = at::zeros({master_numel_}, at::kFloat);
-      for (const MasterRun& run : runs) {
-        ZT_RETURN_IF_ERROR(reader->ReadFlat(a, reader->param_offset(run.param) + run.param_offset,
-                                            run.numel, t.data_ptr<float>() + run.master_offset));
-      }
-      loaded.push_back(t);
     }
     if (m.world_size() == group_->world_size()) {
       ZT_ASSIGN_OR_RETURN(rng, reader->ReadRankBytes(rank, checkpoint::kRngArray));
@@ -346,12 +364,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
   const checkpoint::Manifest& m = reader->manifest();
   try {
     c10::NoGradGuard no_grad;
-    // Aliased, the master is the parameters themselves and this writes them too.
-    local = WriteState(loaded);
-    local = WithPrefix(local, where);
-    if (local.ok() && !master_aliases_params_) {
-      local = WithPrefix(store_->ParamsFromMaster(loaded[0]), where);
-    }
+    local = WithPrefix(ReadStateFrom(*reader), where);
     if (!rng.empty()) SetRngState(c10::Device(c10::kCPU), rng);
     for (const auto& [device, bytes] : cuda_rng) SetRngState(device, bytes);
   } catch (const c10::Error& e) {
@@ -378,6 +391,40 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
   if (!broken_.ok()) return broken_;
   host_pool_->ReleaseCached();  // the load's whole-shard transients
   return std::map<std::string, std::string>(m.client_state().begin(), m.client_state().end());
+}
+
+absl::Status Engine::ReadStateFrom(checkpoint::CheckpointReader& reader) {
+  const std::vector<MasterRun> runs = store_->MasterRuns();
+  std::vector<std::string> arrays = {checkpoint::kMasterArray};
+  for (const std::string& name : optimizer_->state_names()) arrays.push_back(name);
+  offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
+  return state_->VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
+    const int64_t end = v.begin + v.numel;
+    at::Tensor host = at::empty({std::min(kPieceNumel, v.numel)}, at::kFloat);
+    for (size_t a = 0; a < arrays.size(); ++a) {
+      // Padding stays zero; every real element is read, through the saved layout's offset of
+      // the same parameter, so layouts with different buckets, segments or ranks all map.
+      const at::Tensor to = StateArray(v.arrays[a], v.numel);
+      to.zero_();
+      for (const MasterRun& run : runs) {
+        const int64_t lo = std::max(run.master_offset, v.begin);
+        const int64_t hi = std::min(run.master_offset + run.numel, end);
+        for (int64_t p = lo; p < hi; p += kPieceNumel) {
+          const int64_t n = std::min(kPieceNumel, hi - p);
+          ZT_RETURN_IF_ERROR(reader.ReadFlat(
+              arrays[a],
+              reader.param_offset(run.param) + run.param_offset + (p - run.master_offset), n,
+              host.data_ptr<float>()));
+          const at::Tensor piece = to.narrow(0, p - v.begin, n);
+          piece.copy_(host.narrow(0, 0, n));
+          host_copies_.Count(host.narrow(0, 0, n), piece);
+        }
+      }
+    }
+    // Aliased, the master is the parameters themselves and this wrote them too.
+    if (master_aliases_params_) return absl::OkStatus();
+    return store_->ParamsFromMaster(StateArray(v.arrays[0], v.numel), v.begin);
+  });
 }
 
 }  // namespace zerotrain::engine

@@ -159,37 +159,6 @@ at::Tensor Engine::StateArray(float* data, int64_t numel) const {
   return at::from_blob(data, {numel}, at::TensorOptions(at::kFloat).device(state_device_));
 }
 
-absl::StatusOr<std::vector<at::Tensor>> Engine::ReadState() const {
-  offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
-  std::vector<at::Tensor> arrays;
-  for (int a = 0; a < state_->num_arrays(); ++a) {
-    float* resident = state_->resident(a);
-    arrays.push_back(resident != nullptr ? StateArray(resident, master_numel_)
-                                         : at::empty({master_numel_}, at::kFloat));
-  }
-  if (state_->resident(0) != nullptr) return arrays;
-  ZT_RETURN_IF_ERROR(state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
-    for (int a = 0; a < state_->num_arrays(); ++a) {
-      const at::Tensor from = StateArray(v.arrays[a], v.numel);
-      arrays[a].narrow(0, v.begin, v.numel).copy_(from);
-      host_copies_.Count(from, arrays[a]);
-    }
-    return absl::OkStatus();
-  }));
-  return arrays;
-}
-
-absl::Status Engine::WriteState(const std::vector<at::Tensor>& arrays) {
-  return state_->VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
-    for (int a = 0; a < state_->num_arrays(); ++a) {
-      at::Tensor to = StateArray(v.arrays[a], v.numel);
-      to.copy_(arrays[a].narrow(0, v.begin, v.numel));
-      host_copies_.Count(arrays[a].narrow(0, v.begin, v.numel), to);
-    }
-    return absl::OkStatus();
-  });
-}
-
 absl::StatusOr<at::Tensor> Engine::MasterCopy() const {
   ZT_RETURN_IF_ERROR(WaitStreamOrdered("MasterCopy"));
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);

@@ -130,10 +130,10 @@ absl::Status FlatStore::WaitStreamOrdered() const {
   return s;
 }
 
-absl::Status FlatStore::ParamsFromMaster(const at::Tensor& master) {
+absl::Status FlatStore::ParamsFromMaster(const at::Tensor& piece, int64_t begin) {
   // Into the flat buffer in place, at each run's place in its parameter.
   const partition::ShardLayout& layout = flat_.layout();
-  ConvertRuns(master, MasterRuns(), [&](const MasterRun& run) {
+  ConvertRuns(piece, begin, MasterRuns(), [&](const MasterRun& run) {
     return flat_.flat().Range(layout.param_offset(run.param) + run.param_offset, run.numel);
   });
   return absl::OkStatus();
@@ -147,26 +147,15 @@ void FlatStore::AddParamBytes(ModelStateBytes* bytes) const {
   bytes->params = flat_.flat().nbytes();
 }
 
-std::vector<at::Tensor> FlatStore::ToCheckpointLayout(const std::vector<at::Tensor>& arrays) const {
-  if (stage_ > 0) return arrays;
+std::vector<MasterSpan> FlatStore::CheckpointSpans(int64_t master_numel) const {
+  if (stage_ > 0) return {{0, master_numel}};
+  // Stage 0's master is the whole padded model: its 1-rank layout leaves out the padding that
+  // starts each dtype group on a multiple of the world size (one group has none before its end).
   const partition::ShardLayout& layout = flat_.layout();
-  std::vector<at::Tensor> out;
-  if (flat_.groups().size() == 1) {
-    // One group has no gaps: the 1-rank layout is the front of the padded master.
-    for (const at::Tensor& a : arrays) out.push_back(a.narrow(0, 0, layout.numel()));
-    return out;
-  }
-  // The padding that starts each dtype group on a multiple of the world size is not in the
-  // 1-rank layout: close the gaps.
-  std::vector<int64_t> compact(layout.num_params() + 1, 0);
-  for (int i = 0; i < layout.num_params(); ++i) compact[i + 1] = compact[i] + layout.param_numel(i);
-  for (const at::Tensor& a : arrays) {
-    at::Tensor c = at::empty({layout.numel()}, at::kFloat);
-    for (int i = 0; i < layout.num_params(); ++i) {
-      c.narrow(0, compact[i], layout.param_numel(i))
-          .copy_(a.narrow(0, layout.param_offset(i), layout.param_numel(i)));
-    }
-    out.push_back(c);
+  if (flat_.groups().size() == 1) return {{0, layout.numel()}};
+  std::vector<MasterSpan> out;
+  for (int i = 0; i < layout.num_params(); ++i) {
+    out.push_back({layout.param_offset(i), layout.param_numel(i)});
   }
   return out;
 }

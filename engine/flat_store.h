@@ -30,14 +30,14 @@ class FlatStore : public ParamStore {
                                 const PieceFn& fn) override;
   absl::Status PublishUpdate(const std::string& where) override;
   absl::Status WaitStreamOrdered() const override;
-  absl::Status ParamsFromMaster(const at::Tensor& master) override;
+  absl::Status ParamsFromMaster(const at::Tensor& piece, int64_t begin) override;
 
   std::vector<int64_t> FullShape(int param) const override;
   void AddParamBytes(ModelStateBytes* bytes) const override;
 
   int checkpoint_world_size() const override { return stage_ == 0 ? 1 : group_->world_size(); }
   bool SavesState(int rank) const override { return stage_ > 0 || rank == 0; }
-  std::vector<at::Tensor> ToCheckpointLayout(const std::vector<at::Tensor>& arrays) const override;
+  std::vector<MasterSpan> CheckpointSpans(int64_t master_numel) const override;
 
  private:
   FlatStore(partition::FlatParams flat, comm::ProcessGroup* group, int stage,

@@ -2,6 +2,8 @@
 // fail, and the dtype names the optimizer kernels take.
 #include "engine/param_store.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
@@ -27,11 +29,16 @@ std::vector<MasterRun> OwnedRuns(const partition::ShardLayout& layout, int param
   return runs;
 }
 
-void ConvertRuns(const at::Tensor& master, const std::vector<MasterRun>& runs,
+void ConvertRuns(const at::Tensor& piece, int64_t begin, const std::vector<MasterRun>& runs,
                  const std::function<at::Tensor(const MasterRun&)>& out_of) {
+  const int64_t end = begin + piece.numel();
   for (const MasterRun& run : runs) {
+    const int64_t lo = std::max(run.master_offset, begin);
+    const int64_t hi = std::min(run.master_offset + run.numel, end);
+    if (lo >= hi) continue;
+    const MasterRun cut{run.param, run.param_offset + (lo - run.master_offset), hi - lo, lo};
     // copy_ rounds to nearest even, as the optimizer kernels' params_out does, on any device.
-    out_of(run).copy_(master.narrow(0, run.master_offset, run.numel));
+    out_of(cut).copy_(piece.narrow(0, lo - begin, hi - lo));
   }
 }
 

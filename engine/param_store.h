@@ -40,6 +40,12 @@ struct ModelRun {
   int64_t numel;
 };
 
+// Elements [begin, begin + numel) of a rank's master, as its state store holds it (padded).
+struct MasterSpan {
+  int64_t begin;
+  int64_t numel;
+};
+
 class ParamStore {
  public:
   virtual ~ParamStore() = default;
@@ -85,9 +91,9 @@ class ParamStore {
   // The host's checks of collectives PublishUpdate only ordered the device stream after (their
   // errors and timeouts); the engine calls it before it next reads results on the host.
   virtual absl::Status WaitStreamOrdered() const { return absl::OkStatus(); }
-  // Rounds the whole master (master_numel fp32 elements, on any device) into the model's
-  // low-precision copy.
-  virtual absl::Status ParamsFromMaster(const at::Tensor& master) = 0;
+  // Rounds master elements [begin, begin + piece.numel()) (fp32, on any device) into the
+  // model's low-precision copy: a checkpoint load hands the master over a sub-group at a time.
+  virtual absl::Status ParamsFromMaster(const at::Tensor& piece, int64_t begin) = 0;
 
   // --- Parameter access outside forward (GatheredParameters), shapes and statistics.
   virtual std::vector<int64_t> FullShape(int param) const = 0;
@@ -102,11 +108,11 @@ class ParamStore {
   virtual void AddParamBytes(ModelStateBytes* bytes) const = 0;
 
   // --- How a checkpoint holds this store's master: the layout's world size, which ranks save
-  // state, and the arrays as that layout has them (numel elements each).
+  // state, and which spans of the master (of master_numel elements) the file's arrays hold, in
+  // order, end to end.
   virtual int checkpoint_world_size() const = 0;
   virtual bool SavesState(int rank) const = 0;
-  virtual std::vector<at::Tensor> ToCheckpointLayout(
-      const std::vector<at::Tensor>& arrays) const = 0;
+  virtual std::vector<MasterSpan> CheckpointSpans(int64_t master_numel) const = 0;
 };
 
 // What a store is made from (each store's Create is collective: it partitions the parameters
@@ -125,10 +131,11 @@ struct ParamStoreInputs {
 // parameter, how many, and where in that rank's master.
 std::vector<MasterRun> OwnedRuns(const partition::ShardLayout& layout, int param, int rank);
 
-// Rounds master[run.master_offset, + run.numel) into out_of(run), a low-precision (or fp32)
-// tensor of run.numel elements on any device, for every run: the fp32 -> bf16/fp16 rounding the
-// optimizer kernels use for their params_out.
-void ConvertRuns(const at::Tensor& master, const std::vector<MasterRun>& runs,
+// Rounds the master's elements in `piece` (elements [begin, begin + piece.numel()) of the master)
+// into out_of(run), a low-precision (or fp32) tensor of run.numel elements on any device, for
+// each run cut to the piece: the fp32 -> bf16/fp16 rounding the optimizer kernels use for their
+// params_out.
+void ConvertRuns(const at::Tensor& piece, int64_t begin, const std::vector<MasterRun>& runs,
                  const std::function<at::Tensor(const MasterRun&)>& out_of);
 
 // Makes rank 0's values of t every rank's, in place: through a contiguous copy where t is not

@@ -101,14 +101,14 @@ absl::Status ShardedStore::PublishUpdate(const std::string& where) {
   return AgreeAllOk(group_, sharded_->Refresh(), where);
 }
 
-absl::Status ShardedStore::ParamsFromMaster(const at::Tensor& master) {
+absl::Status ShardedStore::ParamsFromMaster(const at::Tensor& piece, int64_t begin) {
   // The shard is laid out as the master: a view of a resident shard, converted in place, or a
-  // copy read from NVMe and written back whole.
-  const int64_t numel = master_numel();
-  ZT_ASSIGN_OR_RETURN(at::Tensor shard, sharded_->shard().Read(0, numel));
-  ConvertRuns(master, MasterRuns(),
-              [&](const MasterRun& run) { return shard.narrow(0, run.master_offset, run.numel); });
-  return sharded_->shard().Write(0, shard);
+  // copy of the piece's range read from NVMe and written back.
+  ZT_ASSIGN_OR_RETURN(at::Tensor shard, sharded_->shard().Read(begin, piece.numel()));
+  ConvertRuns(piece, begin, MasterRuns(), [&](const MasterRun& run) {
+    return shard.narrow(0, run.master_offset - begin, run.numel);
+  });
+  return sharded_->shard().Write(begin, shard);
 }
 
 absl::Status ShardedStore::Pin(const std::vector<int>& params) {

@@ -36,7 +36,7 @@ class ShardedStore : public ParamStore {
   absl::Status ForEachStepPiece(int64_t begin, int64_t end, bool aliased,
                                 const PieceFn& fn) override;
   absl::Status PublishUpdate(const std::string& where) override;
-  absl::Status ParamsFromMaster(const at::Tensor& master) override;
+  absl::Status ParamsFromMaster(const at::Tensor& piece, int64_t begin) override;
 
   std::vector<int64_t> FullShape(int param) const override { return sharded_->FullShape(param); }
   partition::GatherStats gather_stats() const override { return sharded_->stats(); }
@@ -49,8 +49,8 @@ class ShardedStore : public ParamStore {
 
   int checkpoint_world_size() const override { return group_->world_size(); }
   bool SavesState(int rank) const override { return true; }
-  std::vector<at::Tensor> ToCheckpointLayout(const std::vector<at::Tensor>& arrays) const override {
-    return arrays;
+  std::vector<MasterSpan> CheckpointSpans(int64_t master_numel) const override {
+    return {{0, master_numel}};
   }
 
  private:
