@@ -65,8 +65,9 @@ absl::Status AtomicFileWriter::Append(const void* data, int64_t n) {
   int64_t left = n;
   while (left > 0) {
     const ssize_t w = ::write(fd_, p, static_cast<size_t>(std::min<int64_t>(left, 1 << 30)));
-    if (w < 0) {
-      if (errno == EINTR) continue;
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      if (w == 0) errno = EIO;  // no progress: retrying would spin
       return Errno("cannot write", temp_);
     }
     p += w;
@@ -83,8 +84,9 @@ absl::Status AtomicFileWriter::WriteAt(int64_t offset, const void* data, int64_t
   for (int64_t done = 0; done < n;) {
     const ssize_t w = ::pwrite(
         fd_, p + done, static_cast<size_t>(std::min<int64_t>(n - done, 1 << 30)), offset + done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      if (w == 0) errno = EIO;  // no progress: retrying would spin
       return Errno("cannot write", temp_);
     }
     done += w;

@@ -156,6 +156,44 @@ TEST(CheckpointReader, ErrorsNameTheFileAndProblem) {
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
 }
 
+// What a load checks before it overwrites anything: each state-holding file has the arrays it
+// will read, fp32 and long enough, whatever its checksums say (they match: the files are whole).
+TEST(CheckpointReader, StateArraysAreCheckedBeforeAnyRead) {
+  const std::vector<float> flat(40, 1.0f);
+  const std::string dir = TempDir("reader_state_arrays");
+  WriteFlatCheckpoint(dir, "t", {40}, 2, 8, flat);
+  auto r = CheckpointReader::Open(dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)->VerifyFileChecksums().ok());
+  EXPECT_TRUE((*r)->CheckStateArrays({kMasterArray}).ok());
+  const absl::Status missing = (*r)->CheckStateArrays({kMasterArray, "exp_avg"});
+  EXPECT_EQ(missing.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(missing.message().find("rank_0.zts: array 'exp_avg' is missing"), std::string::npos)
+      << missing;
+  // A master one element short of the layout's shard.
+  const std::vector<float> shard((*r)->layout().shard_numel() - 1, 0.0f);
+  ShardFileWriter w(32);
+  ASSERT_TRUE(w.Add(kMasterArray, ArrayDType::kFloat32, shard.data(), shard.size()).ok());
+  const std::string short_dir = TempDir("reader_short_master");
+  WriteFlatCheckpoint(short_dir, "t", {40}, 2, 8, flat);
+  auto written = w.Write(short_dir + "/t/" + ShardFileName(1));
+  ASSERT_TRUE(written.ok()) << written.status();
+  auto manifest = ReadManifest(short_dir + "/t/" + kManifestFileName);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  manifest->mutable_files(1)->set_size(written->size);
+  manifest->mutable_files(1)->set_crc32c(written->crc32c);
+  ASSERT_TRUE(WriteManifest(short_dir + "/t/" + kManifestFileName, *manifest).ok());
+  auto short_reader = CheckpointReader::Open(short_dir);
+  ASSERT_TRUE(short_reader.ok()) << short_reader.status();
+  EXPECT_TRUE((*short_reader)->VerifyFileChecksums().ok());
+  const absl::Status short_master = (*short_reader)->CheckStateArrays({kMasterArray});
+  EXPECT_EQ(short_master.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(short_master.message().find(
+                absl::StrCat("rank_1.zts: array 'master' is fp32 of ", shard.size(), " elements")),
+            std::string::npos)
+      << short_master;
+}
+
 TEST(Manifest, NewerFormatIsRefusedClearly) {
   Manifest m;
   m.set_tag("x");

@@ -224,6 +224,26 @@ absl::StatusOr<std::vector<float>> CheckpointReader::ReadParam(int i) {
   return out;
 }
 
+absl::Status CheckpointReader::CheckStateArrays(const std::vector<std::string>& arrays) const {
+  for (const ShardFileEntry& f : manifest_.files()) {
+    if (!f.holds_state()) continue;
+    auto file = FileOf(f.rank());
+    if (!file.ok()) return file.status();
+    for (const std::string& name : arrays) {
+      const ArrayInfo* a = (*file)->Find(name);
+      if (a == nullptr || a->dtype != ArrayDType::kFloat32 || a->numel < layout_->shard_numel()) {
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint shard file ", (*file)->path(), ": array '", name, "' ",
+            a == nullptr ? "is missing"
+                         : absl::StrCat("is ", a->dtype == ArrayDType::kFloat32 ? "fp32" : "bytes",
+                                        " of ", a->numel, " elements"),
+            "; the layout needs fp32 of ", layout_->shard_numel()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<uint8_t>> CheckpointReader::ReadRankBytes(int rank,
                                                                      const std::string& array) {
   auto file = FileOf(rank);

@@ -72,6 +72,10 @@ class CheckpointReader {
   absl::Status ReadFlat(const std::string& array, int64_t begin, int64_t numel, float* out);
   // Parameter i's fp32 master values, flattened.
   absl::StatusOr<std::vector<float>> ReadParam(int i);
+  // Before a caller overwrites anything with the checkpoint: every file holding state has each
+  // of `arrays` as fp32 with at least the layout's shard_numel() elements (else DataLoss naming
+  // the file and the array). Reads the tables only.
+  absl::Status CheckStateArrays(const std::vector<std::string>& arrays) const;
   // A byte array of the file saving rank `rank` wrote (e.g. kRngArray); NotFound when absent.
   absl::StatusOr<std::vector<uint8_t>> ReadRankBytes(int rank, const std::string& array);
   // Reads listed files whole and compares their CRC32C with the manifest's: files part,

@@ -1,6 +1,8 @@
 // CRC32C over the reflected polynomial 0x82F63B78: SSE4.2 when present, else slicing-by-8.
 #include "checkpoint/crc32c.h"
 
+#include <algorithm>
+
 #include <array>
 #include <cstring>
 
@@ -103,18 +105,34 @@ RegisterMap Twice(const RegisterMap& m) {
 
 }  // namespace
 
-uint32_t Crc32cConcat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+Crc32cShift::Crc32cShift(uint64_t len_b) {
   // With init and xor-out both ~0 they cancel: crc(A || B) = shift(crc(A), |B| zero bytes) ^
   // crc(B), where shift runs the bare register over zeros. One zero bit: shift right, fold the
   // polynomial in when bit 0 was set; squaring that map reaches a byte, then each power of two.
-  RegisterMap shift;
-  shift.image[0] = 0x82F63B78u;
-  for (int i = 1; i < 32; ++i) shift.image[i] = 1u << (i - 1);
-  for (int bits = 1; bits < 8; bits *= 2) shift = Twice(shift);
-  for (; len_b != 0; len_b >>= 1, shift = Twice(shift)) {
-    if (len_b & 1) crc_a = Apply(shift, crc_a);
+  RegisterMap bit;
+  bit.image[0] = 0x82F63B78u;
+  for (int i = 1; i < 32; ++i) bit.image[i] = 1u << (i - 1);
+  for (int bits = 1; bits < 8; bits *= 2) bit = Twice(bit);
+  RegisterMap total;  // the identity, then composed with each power of two len_b holds
+  for (int i = 0; i < 32; ++i) total.image[i] = 1u << i;
+  for (RegisterMap power = bit; len_b != 0; len_b >>= 1, power = Twice(power)) {
+    if (len_b & 1) {
+      for (int i = 0; i < 32; ++i) total.image[i] = Apply(power, total.image[i]);
+    }
   }
-  return crc_a ^ crc_b;
+  std::copy(total.image, total.image + 32, image_);
+}
+
+uint32_t Crc32cShift::Concat(uint32_t crc_a, uint32_t crc_b) const {
+  uint32_t out = 0;
+  for (int i = 0; crc_a != 0; ++i, crc_a >>= 1) {
+    if (crc_a & 1) out ^= image_[i];
+  }
+  return out ^ crc_b;
+}
+
+uint32_t Crc32cConcat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  return Crc32cShift(len_b).Concat(crc_a, crc_b);
 }
 
 }  // namespace zerotrain::checkpoint

@@ -64,6 +64,9 @@ TEST(Crc32cTest, ConcatEqualsTheCrcOfBothParts) {
     EXPECT_EQ(Crc32cConcat(a, b, buf.size() - split), BitwiseCrc32c(buf.data(), buf.size()))
         << "split " << split;
   }
+  const Crc32cShift shift(buf.size() - 4096);
+  EXPECT_EQ(shift.Concat(Crc32c(buf.data(), 4096), Crc32c(buf.data() + 4096, buf.size() - 4096)),
+            Crc32c(buf.data(), buf.size()));
   // Three parts, folded left to right as a streamed file is.
   const uint32_t ab = Crc32cConcat(Crc32c(buf.data(), 100), Crc32c(buf.data() + 100, 900), 900);
   EXPECT_EQ(Crc32cConcat(ab, Crc32c(buf.data() + 1000, buf.size() - 1000), buf.size() - 1000),

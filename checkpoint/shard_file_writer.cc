@@ -96,21 +96,27 @@ std::string ShardStreamWriter::HeaderAndTable() const {
 }
 
 absl::StatusOr<WrittenFile> ShardStreamWriter::Commit() {
-  for (Progress& a : arrays_) {
+  for (const Progress& a : arrays_) {
     if (a.written != a.bytes) {
       return absl::FailedPreconditionError(absl::StrCat("shard file ", file_.path(), ": array '",
                                                         a.spec.name, "' has ", a.written,
                                                         " of its ", a.bytes, " bytes"));
     }
+  }
+  for (Progress& a : arrays_) {
     if (a.bytes % chunk_bytes_ != 0) a.chunk_crcs.push_back(a.open_chunk_crc);  // the short last
+    a.open_chunk_crc = 0;
   }
   const std::string head = HeaderAndTable();
   ZT_RETURN_IF_ERROR(file_.WriteAt(0, head.data(), static_cast<int64_t>(head.size())));
+  // Every chunk but each array's last is chunk_bytes_ long: one shift serves them all.
+  const Crc32cShift full_chunk(chunk_bytes_);
   uint32_t crc = Crc32c(head.data(), head.size());
   for (const Progress& a : arrays_) {
     for (size_t c = 0; c < a.chunk_crcs.size(); ++c) {
       const int64_t n = std::min<int64_t>(chunk_bytes_, a.bytes - c * int64_t{chunk_bytes_});
-      crc = Crc32cConcat(crc, a.chunk_crcs[c], static_cast<uint64_t>(n));
+      crc = n == chunk_bytes_ ? full_chunk.Concat(crc, a.chunk_crcs[c])
+                              : Crc32cConcat(crc, a.chunk_crcs[c], static_cast<uint64_t>(n));
     }
   }
   WrittenFile out{file_.path(), file_.size(), crc};

@@ -344,6 +344,9 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
                        absl::StrJoin(want, ", "), "] (", m.optimizer(), "), this engine's ",
                        optimizer_->name(), " has [", absl::StrJoin(have, ", "), "]"));
     }
+    std::vector<std::string> arrays = {checkpoint::kMasterArray};
+    arrays.insert(arrays.end(), have.begin(), have.end());
+    ZT_RETURN_IF_ERROR(reader->CheckStateArrays(arrays));
     if (m.world_size() == group_->world_size()) {
       ZT_ASSIGN_OR_RETURN(rng, reader->ReadRankBytes(rank, checkpoint::kRngArray));
       ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, CudaRngDevices(options_.device));
@@ -354,8 +357,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
         cuda_rng.emplace_back(d, *std::move(bytes));
       }
     }
-    // Last, so that a damaged chunk is named by the read that met it; each rank reads its share
-    // of the files whole.
+    // Each rank reads its share of the files whole; a damaged one is named down to its chunk.
     return reader->VerifyFileChecksums(rank, group_->world_size());
   }();
   local = WithPrefix(local, where);
@@ -389,7 +391,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
   if (!broken_.ok()) return broken_;
   broken_ = AgreeAllOk(store_->PublishUpdate(where), where);
   if (!broken_.ok()) return broken_;
-  host_pool_->ReleaseCached();  // the load's whole-shard transients
+  host_pool_->ReleaseCached();  // the load's sub-group and part buffers
   return std::map<std::string, std::string>(m.client_state().begin(), m.client_state().end());
 }
 

@@ -153,7 +153,19 @@ absl::Status CompareDevices(comm::ProcessGroup* group, int stage, Precision prec
   ZT_RETURN_IF_ERROR(resumed->LoadCheckpoint(ckpt, "s10").status());
   ZT_RETURN_IF_ERROR(Train(*resumed, *net, rank, 10, 20));
   ZT_ASSIGN_OR_RETURN(Outcome got, Finish(*resumed, *net));
-  return SameBits(got, none, what + ": resumed from the nvme checkpoint");
+  ZT_RETURN_IF_ERROR(SameBits(got, none, what + ": resumed from the nvme checkpoint"));
+  if (stage != 3) return absl::OkStatus();
+  // Into an engine with its state and parameter shard on NVMe as well: the load streams each
+  // sub-group into the state and rounds it into the shard one part at a time.
+  resumed.reset();
+  auto net_nvme = testing::MakeNet(ModelKind::kTransformer);
+  ZT_ASSIGN_OR_RETURN(
+      auto on_nvme,
+      Engine::Create(*net_nvme, Options(stage, precision, D::kNvme, nvme, D::kNvme, 0), group));
+  ZT_RETURN_IF_ERROR(on_nvme->LoadCheckpoint(ckpt, "s10").status());
+  ZT_RETURN_IF_ERROR(Train(*on_nvme, *net_nvme, rank, 10, 20));
+  ZT_ASSIGN_OR_RETURN(Outcome from_nvme, Finish(*on_nvme, *net_nvme));
+  return SameBits(from_nvme, none, what + ": resumed from the nvme checkpoint onto nvme");
 }
 
 class OffloadEquivalence : public ::testing::TestWithParam<std::tuple<int, Precision>> {};

@@ -155,7 +155,12 @@ std::vector<MasterSpan> FlatStore::CheckpointSpans(int64_t master_numel) const {
   if (flat_.groups().size() == 1) return {{0, layout.numel()}};
   std::vector<MasterSpan> out;
   for (int i = 0; i < layout.num_params(); ++i) {
-    out.push_back({layout.param_offset(i), layout.param_numel(i)});
+    const int64_t begin = layout.param_offset(i);
+    if (!out.empty() && out.back().begin + out.back().numel == begin) {
+      out.back().numel += layout.param_numel(i);  // neighbours: one span, one write per piece
+    } else {
+      out.push_back({begin, layout.param_numel(i)});
+    }
   }
   return out;
 }

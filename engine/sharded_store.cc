@@ -102,13 +102,16 @@ absl::Status ShardedStore::PublishUpdate(const std::string& where) {
 }
 
 absl::Status ShardedStore::ParamsFromMaster(const at::Tensor& piece, int64_t begin) {
-  // The shard is laid out as the master: a view of a resident shard, converted in place, or a
-  // copy of the piece's range read from NVMe and written back.
-  ZT_ASSIGN_OR_RETURN(at::Tensor shard, sharded_->shard().Read(begin, piece.numel()));
-  ConvertRuns(piece, begin, MasterRuns(), [&](const MasterRun& run) {
-    return shard.narrow(0, run.master_offset - begin, run.numel);
-  });
-  return sharded_->shard().Write(begin, shard);
+  // The shard is laid out as the master: a view of a resident shard converted in place, or, on
+  // NVMe, one part's range at a time read, converted and written back (as a step does).
+  return ForEachStepPiece(begin, begin + piece.numel(), /*aliased=*/false,
+                          [&](int64_t lo, int64_t hi, const at::Tensor& out) {
+                            ConvertRuns(piece.narrow(0, lo - begin, hi - lo), lo, MasterRuns(),
+                                        [&](const MasterRun& run) {
+                                          return out.narrow(0, run.master_offset - lo, run.numel);
+                                        });
+                            return absl::OkStatus();
+                          });
 }
 
 absl::Status ShardedStore::Pin(const std::vector<int>& params) {
