@@ -60,22 +60,9 @@ AtomicFileWriter::~AtomicFileWriter() {
 }
 
 absl::Status AtomicFileWriter::Append(const void* data, int64_t n) {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("write to closed ", path_));
-  const char* p = static_cast<const char*>(data);
-  int64_t left = n;
-  while (left > 0) {
-    const ssize_t w = ::write(fd_, p, static_cast<size_t>(std::min<int64_t>(left, 1 << 30)));
-    if (w <= 0) {
-      if (w < 0 && errno == EINTR) continue;
-      if (w == 0) errno = EIO;  // no progress: retrying would spin
-      return Errno("cannot write", temp_);
-    }
-    p += w;
-    left -= w;
-  }
-  crc_ = Crc32cExtend(crc_, data, static_cast<size_t>(n));
-  size_ += n;
-  return absl::OkStatus();
+  const absl::Status s = WriteAt(size_, data, n);
+  if (s.ok()) crc_ = Crc32cExtend(crc_, data, static_cast<size_t>(n));
+  return s;
 }
 
 absl::Status AtomicFileWriter::WriteAt(int64_t offset, const void* data, int64_t n) {

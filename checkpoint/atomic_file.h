@@ -20,6 +20,7 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
   ~AtomicFileWriter();  // removes the temporary file unless committed
 
+  // Writes at the end, size().
   absl::Status Append(const void* data, int64_t n);
   // Writes at `offset` (a gap before it reads as zeros), for a file whose parts are written out
   // of order; size() grows to cover it. crc32c() then no longer describes the file: a caller

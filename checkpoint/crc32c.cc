@@ -1,8 +1,6 @@
 // CRC32C over the reflected polynomial 0x82F63B78: SSE4.2 when present, else slicing-by-8.
 #include "checkpoint/crc32c.h"
 
-#include <algorithm>
-
 #include <array>
 #include <cstring>
 
@@ -89,17 +87,17 @@ struct RegisterMap {
   uint32_t image[32];
 };
 
-uint32_t Apply(const RegisterMap& m, uint32_t v) {
+uint32_t Apply(const uint32_t* image, uint32_t v) {
   uint32_t out = 0;
   for (int i = 0; v != 0; ++i, v >>= 1) {
-    if (v & 1) out ^= m.image[i];
+    if (v & 1) out ^= image[i];
   }
   return out;
 }
 
 RegisterMap Twice(const RegisterMap& m) {
   RegisterMap out;
-  for (int i = 0; i < 32; ++i) out.image[i] = Apply(m, m.image[i]);
+  for (int i = 0; i < 32; ++i) out.image[i] = Apply(m.image, m.image[i]);
   return out;
 }
 
@@ -113,22 +111,17 @@ Crc32cShift::Crc32cShift(uint64_t len_b) {
   bit.image[0] = 0x82F63B78u;
   for (int i = 1; i < 32; ++i) bit.image[i] = 1u << (i - 1);
   for (int bits = 1; bits < 8; bits *= 2) bit = Twice(bit);
-  RegisterMap total;  // the identity, then composed with each power of two len_b holds
-  for (int i = 0; i < 32; ++i) total.image[i] = 1u << i;
+  // The identity, then composed with each power of two len_b holds.
+  for (int i = 0; i < 32; ++i) image_[i] = 1u << i;
   for (RegisterMap power = bit; len_b != 0; len_b >>= 1, power = Twice(power)) {
     if (len_b & 1) {
-      for (int i = 0; i < 32; ++i) total.image[i] = Apply(power, total.image[i]);
+      for (int i = 0; i < 32; ++i) image_[i] = Apply(power.image, image_[i]);
     }
   }
-  std::copy(total.image, total.image + 32, image_);
 }
 
 uint32_t Crc32cShift::Concat(uint32_t crc_a, uint32_t crc_b) const {
-  uint32_t out = 0;
-  for (int i = 0; crc_a != 0; ++i, crc_a >>= 1) {
-    if (crc_a & 1) out ^= image_[i];
-  }
-  return out ^ crc_b;
+  return Apply(image_, crc_a) ^ crc_b;
 }
 
 uint32_t Crc32cConcat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {

@@ -108,13 +108,10 @@ class ShardFileWriter {
   absl::StatusOr<WrittenFile> Write(const std::string& path) const;
 
  private:
-  struct Entry {
-    ArraySpec spec;
-    const void* data;
-  };
   uint32_t chunk_bytes_;
   std::optional<ShardIdentity> identity_;
-  std::vector<Entry> entries_;
+  std::vector<ArraySpec> specs_;
+  std::vector<const void*> data_;  // specs_[i]'s contents
 };
 
 struct ArrayInfo {

@@ -1,6 +1,8 @@
 // The shard file writers (format in shard_file.h): the streaming one, and the whole-array one
 // built on it.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/crc32c.h"
@@ -9,6 +11,22 @@
 #include "tools/status_macros.h"
 
 namespace zerotrain::checkpoint {
+
+namespace {
+
+// Why specs[i] cannot follow specs[0, i) in one file; "" when it can.
+std::string ArrayProblem(const std::vector<ArraySpec>& specs, size_t i) {
+  const ArraySpec& a = specs[i];
+  if (a.name.empty() || static_cast<int64_t>(a.name.size()) > kMaxArrayNameBytes || a.numel < 0) {
+    return absl::StrCat("bad array '", a.name, "' of ", a.numel, " elements");
+  }
+  for (size_t j = 0; j < i; ++j) {
+    if (specs[j].name == a.name) return absl::StrCat("duplicate '", a.name, "'");
+  }
+  return "";
+}
+
+}  // namespace
 
 int ArrayDTypeSize(ArrayDType dtype) { return dtype == ArrayDType::kFloat32 ? 4 : 1; }
 
@@ -19,16 +37,11 @@ absl::StatusOr<ShardStreamWriter> ShardStreamWriter::Open(const std::string& pat
   const std::string where = absl::StrCat("shard file ", path, ": ");
   if (chunk_bytes == 0) return absl::InvalidArgumentError(absl::StrCat(where, "chunk size 0"));
   std::vector<Progress> progress;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const std::string problem = ArrayProblem(arrays, i);
+    if (!problem.empty()) return absl::InvalidArgumentError(absl::StrCat(where, problem));
+  }
   for (ArraySpec& a : arrays) {
-    if (a.name.empty() || static_cast<int64_t>(a.name.size()) > kMaxArrayNameBytes || a.numel < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "bad array '", a.name, "' of ", a.numel, " elements"));
-    }
-    for (const Progress& p : progress) {
-      if (p.spec.name == a.name) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "duplicate '", a.name, "'"));
-      }
-    }
     Progress p;
     p.bytes = a.numel * ArrayDTypeSize(a.dtype);
     p.spec = std::move(a);
@@ -126,26 +139,22 @@ absl::StatusOr<WrittenFile> ShardStreamWriter::Commit() {
 
 absl::Status ShardFileWriter::Add(const std::string& name, ArrayDType dtype, const void* data,
                                   int64_t numel) {
-  if (name.empty() || static_cast<int64_t>(name.size()) > kMaxArrayNameBytes || numel < 0 ||
-      (numel > 0 && data == nullptr)) {
-    return absl::InvalidArgumentError(absl::StrCat("ShardFileWriter: bad array '", name, "'"));
+  specs_.push_back({name, dtype, numel});
+  std::string problem = ArrayProblem(specs_, specs_.size() - 1);
+  if (problem.empty() && numel > 0 && data == nullptr) problem = "no data for array '" + name + "'";
+  if (!problem.empty()) {
+    specs_.pop_back();
+    return absl::InvalidArgumentError(absl::StrCat("ShardFileWriter: ", problem));
   }
-  for (const Entry& e : entries_) {
-    if (e.spec.name == name) {
-      return absl::InvalidArgumentError(absl::StrCat("ShardFileWriter: duplicate '", name, "'"));
-    }
-  }
-  entries_.push_back({{name, dtype, numel}, data});
+  data_.push_back(data);
   return absl::OkStatus();
 }
 
 absl::StatusOr<WrittenFile> ShardFileWriter::Write(const std::string& path) const {
-  std::vector<ArraySpec> specs;
-  for (const Entry& e : entries_) specs.push_back(e.spec);
   ZT_ASSIGN_OR_RETURN(ShardStreamWriter w,
-                      ShardStreamWriter::Open(path, std::move(specs), identity_, chunk_bytes_));
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    ZT_RETURN_IF_ERROR(w.Append(static_cast<int>(i), entries_[i].data, entries_[i].spec.numel));
+                      ShardStreamWriter::Open(path, specs_, identity_, chunk_bytes_));
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    ZT_RETURN_IF_ERROR(w.Append(static_cast<int>(i), data_[i], specs_[i].numel));
   }
   return w.Commit();
 }

@@ -140,10 +140,9 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   if (local.ok() && !broken_.ok()) local = BrokenError();
   if (local.ok()) local = WaitStreamOrdered("");
   // Before anything is written: a store poisoned by a failed swap must not be saved.
-  if (local.ok() && !state_->health().ok()) {
-    local = absl::FailedPreconditionError(
-        absl::StrCat("the optimizer state is unusable after an earlier I/O error: ",
-                     state_->health().message()));
+  if (const absl::Status health = state_->health(); local.ok() && !health.ok()) {
+    local = absl::FailedPreconditionError(absl::StrCat(
+        "the optimizer state is unusable after an earlier I/O error: ", health.message()));
   }
   if (local.ok() && rank == 0) local = checkpoint::PrepareTag(at);
   local = WithPrefix(local, where);

@@ -104,9 +104,10 @@ absl::Status ShardedStore::PublishUpdate(const std::string& where) {
 absl::Status ShardedStore::ParamsFromMaster(const at::Tensor& piece, int64_t begin) {
   // The shard is laid out as the master: a view of a resident shard converted in place, or, on
   // NVMe, one part's range at a time read, converted and written back (as a step does).
+  const std::vector<MasterRun> runs = MasterRuns();
   return ForEachStepPiece(begin, begin + piece.numel(), /*aliased=*/false,
                           [&](int64_t lo, int64_t hi, const at::Tensor& out) {
-                            ConvertRuns(piece.narrow(0, lo - begin, hi - lo), lo, MasterRuns(),
+                            ConvertRuns(piece.narrow(0, lo - begin, hi - lo), lo, runs,
                                         [&](const MasterRun& run) {
                                           return out.narrow(0, run.master_offset - lo, run.numel);
                                         });
