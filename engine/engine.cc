@@ -18,6 +18,7 @@
 #include "engine/flat_store.h"
 #include "engine/sharded_store.h"
 #include "engine/step_staging.h"
+#include "engine/store_grad_sink.h"
 #include "engine/tensor_memory.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
@@ -197,6 +198,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   // The one choice by stage: every later difference between the stages is the store's.
   ZT_ASSIGN_OR_RETURN(e->store_,
                       options.stage == 3 ? ShardedStore::Create(in) : FlatStore::Create(in));
+  // What the store copied in and freed (ShardedInit's slices, allocated before the counter and so
+  // in glibc's heaps) goes back to the system before the optimizer state is built.
+  ReturnFreedHostMemory();
   // FlatParams groups parameters by dtype: its order is the engine's.
   const partition::NamedTensors& laid_out = e->flat_params().params();
   for (int i = 0; i < static_cast<int>(laid_out.size()); ++i) {
@@ -212,6 +216,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   ro.on_owned_final = [raw = e.get()](const partition::GradSegment& g) {
     raw->staging_->StartIn(g.grads);
   };
+  // With the optimizer state on NVMe the gradients go there too, as backward reduces them.
+  if (options.offload_optimizer.device == OffloadDevice::kNvme) {
+    e->grad_sink_ = std::make_unique<StoreGradSink>();
+    ro.grad_sink = e->grad_sink_.get();
+  }
   ZT_ASSIGN_OR_RETURN(e->reducer_,
                       partition::GradientReducer::Create(group, &e->flat_params(), ro));
   e->optimizer_ = MakeShardOptimizer(options);
@@ -230,6 +239,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   if (options.sharded_init != nullptr) options.sharded_init->ReleaseShards();
   // Create's one-off blocks (the shard written out, the master filled) need not stay cached.
   e->host_pool_->ReleaseCached();
+  ReturnFreedHostMemory();
   e->clock_ = StepClock::ForDevice(options.device);
   e->clock_->Lap(StepPhase::kUntimed);
   return e;

@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,15 +47,17 @@ class ShardStreamWriter;
 namespace zerotrain::offload {
 class PinnedHostPool;
 class SubGroupStore;
+struct SubGroupView;
 class SwapSpace;
 class TransferStream;
 }  // namespace zerotrain::offload
 
 namespace zerotrain::engine {
 
-// What Step learns of the gradients before the optimizer runs.
 class StepStaging;
+class StoreGradSink;
 
+// What Step learns of the gradients before the optimizer runs.
 struct GradStats {
   bool overflow = false;      // some rank's gradients hold inf/NaN (fp16: skip the step)
   double sum_of_squares = 0;  // of the global gradient, when clipping
@@ -199,6 +202,9 @@ class Engine {
   // The optimizer over every sub-group of the state (engine_optimizer_step.cc); collective when
   // the optimizer asks for tensor sums.
   absl::Status StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments);
+  // Every sub-group of the state, with the gradients where the store keeps them (grad_sink_).
+  absl::Status VisitStateWithGrads(
+      const std::function<absl::Status(const offload::SubGroupView&)>& fn);
   // Whether any rank's gradients overflowed and their global sum of squares (when clipping),
   // agreed in one collective; the step's one host synchronisation (see grad_stats.h).
   absl::StatusOr<GradStats> AgreeGradStats(const std::vector<partition::GradSegment>& grads);
@@ -237,6 +243,8 @@ class Engine {
   std::unique_ptr<offload::TransferStream> transfer_;
   std::unique_ptr<ParamStore> store_;                 // FlatStore or ShardedStore
   std::unordered_map<const void*, int> param_index_;  // TensorImpl -> parameter
+  // offload_optimizer nvme: where the reducer puts the gradients (the state store); outlives it.
+  std::unique_ptr<StoreGradSink> grad_sink_;
   std::unique_ptr<partition::GradientReducer> reducer_;
   std::unique_ptr<ShardOptimizer> optimizer_;
   std::unique_ptr<optim::LossScaler> scaler_;

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "engine/test_models.h"
@@ -82,10 +83,21 @@ absl::Status CheckAccounting(comm::ProcessGroup* group, int stage) {
         (b.offloaded_host < want || b.offloaded_host >= want + 3 * 4096 || b.offloaded_nvme != 0)) {
       return absl::InternalError(absl::StrCat(what, "; want host ", want, " + < 3 pages"));
     }
-    // Two buffers of one 100-element sub-group of three arrays, each rounded to a 4 KiB page.
+    // Stages 2 and 3 keep the fp32 gradient shard with the state on NVMe, none in memory; stage 1's
+    // gradients are whole, in memory.
+    const bool grads_on_nvme = device == OffloadDevice::kNvme && stage >= 2;
+    if (grads_on_nvme != (b.grads == 0)) {
+      return absl::InternalError(
+          absl::StrCat(what, "; want the gradients ", grads_on_nvme ? "on NVMe" : "in memory"));
+    }
+    // Two buffers of one 100-element sub-group of three arrays (and two of its gradients), each
+    // rounded to a 4 KiB page.
+    const int64_t want_nvme = want + (grads_on_nvme ? 4 * psi / group->world_size() : 0);
+    const int64_t most_host = (grads_on_nvme ? 4 : 2) * 4096;
     if (device == OffloadDevice::kNvme &&
-        (b.offloaded_nvme != want || b.offloaded_host <= 0 || b.offloaded_host > 2 * 4096)) {
-      return absl::InternalError(absl::StrCat(what, "; want nvme ", want, ", host <= 8192"));
+        (b.offloaded_nvme != want_nvme || b.offloaded_host <= 0 || b.offloaded_host > most_host)) {
+      return absl::InternalError(
+          absl::StrCat(what, "; want nvme ", want_nvme, ", host <= ", most_host));
     }
   }
   return absl::OkStatus();
@@ -168,11 +180,16 @@ TEST(OffloadFaults, BadNvmePathFailsAtCreate) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
-absl::StatusOr<std::string> SwapFileOf(const std::string& nvme_dir) {
+// The first swap file under nvme_dir whose name ends in `suffix`: the state's ".sg0.swp" (not its
+// gradients', which the next backward rewrites whole before anything reads them), a parameter
+// part's ".p0.swp".
+absl::StatusOr<std::string> SwapFileOf(const std::string& nvme_dir, const std::string& suffix) {
   for (const auto& d : std::filesystem::recursive_directory_iterator(nvme_dir)) {
-    if (d.path().extension() == ".swp") return d.path().string();
+    if (absl::EndsWith(d.path().filename().string(), suffix)) {
+      return d.path().string();
+    }
   }
-  return absl::NotFoundError(absl::StrCat("no swap file under ", nvme_dir));
+  return absl::NotFoundError(absl::StrCat("no swap file '*", suffix, "' under ", nvme_dir));
 }
 
 absl::Status TruncatedMidRun(comm::ProcessGroup* group) {
@@ -188,7 +205,7 @@ absl::Status TruncatedMidRun(comm::ProcessGroup* group) {
   ZT_ASSIGN_OR_RETURN(at::Tensor saved, engine->MasterCopy());
   ZT_RETURN_IF_ERROR(group->Barrier());
   if (rank == 0) {
-    ZT_ASSIGN_OR_RETURN(std::string file, SwapFileOf(nvme));
+    ZT_ASSIGN_OR_RETURN(std::string file, SwapFileOf(nvme, ".sg0.swp"));
     std::filesystem::resize_file(file, 100);
   }
   ZT_RETURN_IF_ERROR(group->Barrier());
@@ -235,7 +252,7 @@ absl::Status TruncatedParamFile(comm::ProcessGroup* group) {
   ZT_RETURN_IF_ERROR(Train(*engine, *net, 2));
   ZT_RETURN_IF_ERROR(group->Barrier());
   if (rank == 0) {
-    ZT_ASSIGN_OR_RETURN(std::string file, SwapFileOf(nvme));
+    ZT_ASSIGN_OR_RETURN(std::string file, SwapFileOf(nvme, ".p0.swp"));
     std::filesystem::resize_file(file, 0);
   }
   ZT_RETURN_IF_ERROR(group->Barrier());

@@ -2,6 +2,8 @@
 // and bf16, with offload_optimizer cpu and nvme (and at stage 3 offload_param cpu, and nvme for
 // both with no part kept in host memory) end with bitwise the same fp32 master weights and model
 // parameters; a checkpoint saved from NVMe-held state resumes bitwise in a cpu-offload engine.
+// With gradient accumulation and clipping, the gradients stages 2 and 3 keep on NVMe (and the
+// norm summed from them) train as the engine without offload does.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -189,6 +191,53 @@ INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence,
                            return absl::StrCat("stage", std::get<0>(info.param), "_",
                                                PrecisionName(std::get<1>(info.param)));
                          });
+
+// Two micro steps per optimizer step and a clipping threshold below the gradients' norm, without
+// offload and with the state (and so the gradients) on NVMe. The accumulation is the same fp32
+// adds in the same order; the norm is summed in another order (per sub-group rather than per
+// bucket), so the results agree to rounding rather than bitwise.
+absl::Status CompareAccumulation(comm::ProcessGroup* group, int stage) {
+  const std::string what = absl::StrCat("stage ", stage, " accumulation and clipping");
+  const std::string nvme = TestDir(absl::StrCat("acc_", stage, "_", group->rank()));
+  std::filesystem::create_directories(nvme);
+  std::vector<Outcome> outcomes;
+  std::vector<double> norms;
+  for (OffloadDevice device : {OffloadDevice::kNone, OffloadDevice::kNvme}) {
+    auto net = testing::MakeNet(ModelKind::kTransformer);
+    EngineOptions o = Options(stage, Precision::kFloat32, device, nvme);
+    o.train_micro_batch_size_per_gpu = 2;
+    o.gradient_clipping = 0.05;
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group));
+    if (engine->batch().gradient_accumulation_steps != 2) {
+      return absl::InternalError(what + ": not 2 micro steps per step");
+    }
+    ZT_RETURN_IF_ERROR(Train(*engine, *net, group->rank(), 0, 12));
+    norms.push_back(engine->last_grad_norm());
+    ZT_ASSIGN_OR_RETURN(Outcome got, Finish(*engine, *net));
+    outcomes.push_back(got);
+  }
+  if (!(norms[0] > 0.05)) return absl::InternalError(absl::StrCat(what, ": norm ", norms[0]));
+  // The kernels square and add float lanes, and only then sum in float64: float's rounding.
+  if (std::abs(norms[1] - norms[0]) > 1e-6 * norms[0]) {
+    return absl::InternalError(absl::StrCat(what, ": grad norm ", norms[1], " against ", norms[0],
+                                            ", differing by ", norms[1] - norms[0]));
+  }
+  const at::Tensor diff = (outcomes[1].master - outcomes[0].master).abs();
+  if (!at::allclose(outcomes[1].master, outcomes[0].master, 1e-5, 1e-6)) {
+    return absl::InternalError(
+        absl::StrCat(what, ": fp32 master differs, max |diff| ", diff.max().item<double>()));
+  }
+  return absl::OkStatus();
+}
+
+TEST(OffloadGradients, AccumulatedAndClippedOnNvmeAsWithout) {
+  auto outcomes = SpawnRanks(2, [](int) -> absl::StatusOr<std::string> {
+    ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+    for (int stage : {2, 3}) ZT_RETURN_IF_ERROR(CompareAccumulation(group.get(), stage));
+    return std::string("ok");
+  });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
 
 }  // namespace
 }  // namespace zerotrain::engine

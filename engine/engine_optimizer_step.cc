@@ -15,7 +15,7 @@ namespace zerotrain::engine {
 namespace {
 
 // The part of segment s inside [begin, end), its pointers moved along; none when they do not
-// overlap.
+// overlap. Gradients the store keeps (null here) are found per sub-group, in StepOptimizer.
 std::optional<ShardSegment> Clip(const ShardSegment& s, int64_t begin, int64_t end) {
   const int64_t lo = std::max(s.offset, begin);
   const int64_t hi = std::min(s.offset + s.size, end);
@@ -23,7 +23,9 @@ std::optional<ShardSegment> Clip(const ShardSegment& s, int64_t begin, int64_t e
   ShardSegment c = s;
   c.offset = lo;
   c.size = hi - lo;
-  c.grads = static_cast<const char*>(s.grads) + (lo - s.offset) * optim::DTypeSize(s.grad_dtype);
+  if (s.grads != nullptr) {
+    c.grads = static_cast<const char*>(s.grads) + (lo - s.offset) * optim::DTypeSize(s.grad_dtype);
+  }
   if (s.params_out != nullptr) {
     c.params_out =
         static_cast<char*>(s.params_out) + (lo - s.offset) * optim::DTypeSize(s.params_out_dtype);
@@ -73,14 +75,15 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
     }
     return shard;
   };
-  // Each segment's part inside [begin, end); `out`: the low-precision copy of [begin, end) when
-  // the store hands it out for the piece.
-  auto inside = [](const std::vector<ShardSegment>& all, int64_t begin, int64_t end,
-                   const at::Tensor& out) {
+  // Each segment's part inside [begin, end) of sub-group v; `out`: the low-precision copy of
+  // [begin, end) when the store hands it out for the piece.
+  auto inside = [](const std::vector<ShardSegment>& all, const offload::SubGroupView& v,
+                   int64_t begin, int64_t end, const at::Tensor& out) {
     std::vector<ShardSegment> parts;
     for (const ShardSegment& s : all) {
       std::optional<ShardSegment> c = Clip(s, begin, end);
       if (!c) continue;
+      if (c->grads == nullptr) c->grads = v.grads + (c->offset - v.begin);
       if (s.params_out == nullptr && out.defined()) {
         c->params_out =
             static_cast<char*>(out.data_ptr()) + (c->offset - begin) * out.element_size();
@@ -98,13 +101,12 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
     sums = at::zeros({static_cast<int64_t>(flat_params().num_params()) * width}, at::kDouble);
     stepped = CutAtParams(segments, store_->MasterRuns(), width, sums.data_ptr<double>());
     // Pass 1 writes no parameter, so it visits the sub-groups without the store's pieces.
-    const absl::Status summed =
-        state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
-          std::vector<ShardSegment> parts = inside(stepped, v.begin, v.begin + v.numel, {});
-          for (ShardSegment& p : parts) p.params_out = nullptr;
-          return optimizer_->AddTensorSums(step, grad_scale,
-                                           shard_of(v, v.begin, v.begin + v.numel), parts);
-        });
+    const absl::Status summed = VisitStateWithGrads([&](const offload::SubGroupView& v) {
+      std::vector<ShardSegment> parts = inside(stepped, v, v.begin, v.begin + v.numel, {});
+      for (ShardSegment& p : parts) p.params_out = nullptr;
+      return optimizer_->AddTensorSums(step, grad_scale, shard_of(v, v.begin, v.begin + v.numel),
+                                       parts);
+    });
     // A rank that failed would leave the others waiting in the all-reduce.
     ZT_RETURN_IF_ERROR(AgreeAllOk(summed, ""));
     // Where each rank holds a disjoint part of the master, a tensor's sums are spread over ranks.
@@ -116,7 +118,7 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
   // under offload_optimizer) is written into a staging buffer and copied back before the store
   // writes the piece back (only stage 3 hands pieces out, and it has no ParamsOut segments, so
   // Publish copies this piece's buffer alone).
-  return state_->VisitAll(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
+  return VisitStateWithGrads([&](const offload::SubGroupView& v) {
     return store_->ForEachStepPiece(
         v.begin, v.begin + v.numel, master_aliases_params_,
         [&](int64_t lo, int64_t hi, const at::Tensor& out) -> absl::Status {
@@ -125,10 +127,16 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
             ZT_ASSIGN_OR_RETURN(written, staging_->Out(out));
           }
           ZT_RETURN_IF_ERROR(optimizer_->Step(step, grad_scale, shard_of(v, lo, hi),
-                                              inside(stepped, lo, hi, written)));
+                                              inside(stepped, v, lo, hi, written)));
           return written.is_same(out) ? absl::OkStatus() : staging_->Publish();
         });
   });
+}
+
+absl::Status Engine::VisitStateWithGrads(
+    const std::function<absl::Status(const offload::SubGroupView&)>& fn) {
+  return reducer_->sinks_grads() ? state_->VisitWithGrads(offload::Access::kReadWrite, fn)
+                                 : state_->VisitAll(offload::Access::kReadWrite, fn);
 }
 
 }  // namespace zerotrain::engine

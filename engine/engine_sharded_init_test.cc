@@ -1,9 +1,14 @@
 // Stage 3 construction without materialising the model (ShardedInit): a stack of layers whose
 // every layer is partitioned right after it is built never holds more than one layer's full
 // values plus the slices kept so far, ranks that built different values train rank 0's model,
-// and after 20 steps the parameters match the single-process AdamW reference. A ShardedInit that
-// does not match the engine is refused, naming what differs.
+// and after 20 steps the parameters match the single-process AdamW reference; the same with the
+// slices spilled to swap files as they are cut (none held in memory) into an engine whose shard
+// is on NVMe. A ShardedInit that does not match the engine is refused, naming what differs.
 #include <torch/torch.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
@@ -43,10 +48,26 @@ EngineOptions Options(int gas) {
   return o;
 }
 
-absl::StatusOr<std::string> BuildPartitionedAndTrain(int rank) {
+// `spill`: the slices go to swap files under TEST_TMPDIR as they are cut, and the engine keeps
+// its parameter shard on NVMe.
+absl::StatusOr<std::string> BuildPartitionedAndTrain(int rank, bool spill) {
   ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
   EngineOptions o = Options(2);
   partition::ShardedInit init(group.get(), Stage3BucketNumel(o), o.stage3);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string nvme = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/spill_", rank);
+  if (spill) {
+    std::filesystem::create_directories(nvme);
+    const absl::Status missing =
+        partition::ShardedInit(group.get(), 64, o.stage3).SpillTo({nvme + "/missing"});
+    if (missing.ok() || missing.message().find(nvme + "/missing") == std::string::npos) {
+      return absl::InternalError(absl::StrCat("SpillTo a missing directory: ", missing.ToString()));
+    }
+    ZT_RETURN_IF_ERROR(init.SpillTo({nvme}));
+    o.offload_param.device = OffloadDevice::kNvme;
+    o.offload_param.nvme_path = nvme;
+    o.offload_param.max_in_cpu = 0;
+  }
   absl::Status partitioned;
   int64_t peak = 0;  // full values alive in the model while it is built
   std::vector<torch::nn::Module*> built;
@@ -59,18 +80,30 @@ absl::StatusOr<std::string> BuildPartitionedAndTrain(int rank) {
     built.push_back(&layer);
   });
   ZT_RETURN_IF_ERROR(partitioned);
-  if (peak != kLayerBytes || FullBytes(*net) != 0 || init.shard_bytes() == 0) {
+  const int64_t kept = spill ? init.spilled_bytes() : init.shard_bytes();
+  if (peak != kLayerBytes || FullBytes(*net) != 0 || kept == 0 ||
+      (spill && init.shard_bytes() != 0)) {
     return absl::InternalError(absl::StrCat("while building, up to ", peak,
                                             " bytes of full "
                                             "values (one layer: ",
                                             kLayerBytes, "); after, ", FullBytes(*net),
-                                            "; slices kept ", init.shard_bytes()));
+                                            "; slices in memory ", init.shard_bytes(),
+                                            ", in swap files ", init.spilled_bytes()));
   }
   o.sharded_init = &init;
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
-  if (init.shard_bytes() != 0) {  // adopted by the engine: held once, not twice
-    return absl::InternalError(absl::StrCat("ShardedInit still holds ", init.shard_bytes(),
+  // Adopted by the engine: held once, not twice (the swap files gone with them).
+  if (init.shard_bytes() != 0 || init.spilled_bytes() != 0) {
+    return absl::InternalError(absl::StrCat("ShardedInit still holds ", init.shard_bytes(), " + ",
+                                            init.spilled_bytes(),
                                             " bytes of slices after Engine::Create"));
+  }
+  if (spill) {
+    int swap_dirs = 0;  // the engine's own; ShardedInit's is removed
+    for (const auto& d : std::filesystem::directory_iterator(nvme)) swap_dirs += d.is_directory();
+    if (swap_dirs != 1) {
+      return absl::InternalError(absl::StrCat(swap_dirs, " swap directories under ", nvme));
+    }
   }
   const int world = group->world_size();
   const int64_t micro = engine->batch().micro_batch_size;
@@ -99,7 +132,12 @@ absl::StatusOr<std::string> BuildPartitionedAndTrain(int rank) {
 }
 
 TEST(ShardedInitTest, NeverHoldsTheModelAndTrainsLikeTheReference) {
-  auto outcomes = SpawnRanks(3, [](int rank) { return BuildPartitionedAndTrain(rank); });
+  auto outcomes = SpawnRanks(3, [](int rank) { return BuildPartitionedAndTrain(rank, false); });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
+TEST(ShardedInitTest, SpilledToSwapFilesHoldsNoSliceAndTrainsLikeTheReference) {
+  auto outcomes = SpawnRanks(3, [](int rank) { return BuildPartitionedAndTrain(rank, true); });
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 

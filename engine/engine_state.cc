@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "engine/engine.h"
 #include "engine/step_staging.h"
+#include "engine/store_grad_sink.h"
 #include "offload/memory_roles.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
@@ -126,10 +127,12 @@ absl::Status Engine::InitState() {
     so.swap = swap_.get();
     so.region_prefix = absl::StrCat("rank", group_->rank(), ".");
     so.buffer_count = off.buffer_count;
+    so.grads = reducer_->sinks_grads();
   }
   auto store = offload::SubGroupStore::Create(so);
   if (!store.ok()) return WithPrefix(store.status(), where);
   state_ = std::move(*store);
+  if (grad_sink_ != nullptr) grad_sink_->Attach(state_.get());
   if (master_aliases_params_) return absl::OkStatus();
   // Every element is written: padding as zeros, states as initial, the master from the model.
   c10::NoGradGuard no_grad;

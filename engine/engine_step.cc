@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/grad_stats.h"
 #include "engine/step_staging.h"
+#include "engine/store_grad_sink.h"
 #include "engine/tensor_memory.h"
 #include "optim/clip_grad.h"
 #include "tools/status_macros.h"
@@ -37,9 +38,15 @@ absl::StatusOr<GradStats> Engine::AgreeGradStats(const std::vector<partition::Gr
     ZT_RETURN_IF_ERROR(WaitStreamOrdered(""));
     return out;
   }
-  std::vector<at::Tensor> tensors;
-  for (const auto& g : grads) tensors.push_back(g.grads);
-  ZT_ASSIGN_OR_RETURN(at::Tensor stats, LocalGradStats(tensors, request));
+  at::Tensor stats;
+  if (reducer_->sinks_grads()) {
+    // Summed as the gradients went to the store; a copy, since the all-reduce writes into it.
+    stats = grad_sink_->stats().clone();
+  } else {
+    std::vector<at::Tensor> tensors;
+    for (const auto& g : grads) tensors.push_back(g.grads);
+    ZT_ASSIGN_OR_RETURN(stats, LocalGradStats(tensors, request));
+  }
   // One collective for both: a rank that saw inf/NaN must make every rank skip, or their weights
   // diverge; disjoint gradient shards add up their squares, whole (identical) ones take the max.
   if (request.overflow || store_->grads_sharded()) {
@@ -66,10 +73,13 @@ absl::Status Engine::StageAndStep(const std::vector<partition::GradSegment>& gra
     for (const auto& g : grads) {
       ShardSegment s;
       s.offset = g.shard_offset;
-      s.size = g.grads.numel();
-      ZT_ASSIGN_OR_RETURN(const at::Tensor staged, staging_->In(g.grads));
-      s.grads = staged.data_ptr();
-      s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
+      s.size = g.numel;
+      // Gradients the store keeps (fp32) are pointed at per sub-group in StepOptimizer.
+      if (g.grads.defined()) {
+        ZT_ASSIGN_OR_RETURN(const at::Tensor staged, staging_->In(g.grads));
+        s.grads = staged.data_ptr();
+        s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
+      }
       const at::Tensor out = master_aliases_params_ ? at::Tensor() : store_->ParamsOut(g);
       if (out.defined()) {
         ZT_ASSIGN_OR_RETURN(const at::Tensor written, staging_->Out(out));

@@ -74,7 +74,7 @@ absl::StatusOr<at::Tensor> FlatStore::ModelRange(int64_t begin, int64_t numel) c
 }
 
 at::Tensor FlatStore::ParamsOut(const partition::GradSegment& g) const {
-  return flat_.flat().Range(g.flat_begin, g.grads.numel());
+  return flat_.flat().Range(g.flat_begin, g.numel);
 }
 
 absl::Status FlatStore::ForEachStepPiece(int64_t begin, int64_t end, bool aliased,

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "offload/sub_group_store_impl.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::offload {
@@ -18,12 +19,6 @@ namespace zerotrain::offload {
 const char* StoreDeviceName(StoreDevice d) { return d == StoreDevice::kHost ? "host" : "nvme"; }
 
 namespace {
-
-// The lower layers' messages already name the file and the operation; this adds which sub-group
-// or buffer of the store it was, and keeps the code (ResourceExhausted, DataLoss, ...).
-absl::Status WithContext(const absl::Status& s, const std::string& context) {
-  return WithPrefix(s, absl::StrCat("SubGroupStore: ", context, ": "));
-}
 
 template <typename T>
 absl::Status Bad(const char* field, const T& value, const std::string& rule) {
@@ -67,84 +62,86 @@ absl::Status CheckOptions(const SubGroupStoreOptions& o) {
 
 }  // namespace
 
-// The latest transfer that used a buffer, and how to name it in an error.
-struct Transfer {
-  IoHandle handle;  // default: finished, the buffer is free
-  std::string what;
-};
+absl::Status SubGroupStore::Impl::Fail(const Transfer& t, const absl::Status& s) {
+  absl::Status e = StoreError(s, t.what);
+  if (poison.ok()) poison = e;
+  return e;
+}
 
-struct SubGroupStore::Impl {
-  explicit Impl(const SubGroupStoreOptions& o) : o(o) {}
+absl::Status SubGroupStore::Impl::Wait(Transfer& t) {
+  absl::Status s = t.handle.Wait(o.io_timeout);
+  // A transfer past its timeout keeps its handle, so that later waits (and the destructor) still
+  // know the buffer is in use.
+  if (t.handle.done()) t.handle = IoHandle();
+  return s.ok() ? s : Fail(t, s);
+}
 
-  int64_t Begin(int g) const { return g * o.sub_group_numel; }
-  int64_t Numel(int g) const { return std::min(o.sub_group_numel, o.numel - Begin(g)); }
-  std::string Region(int g) const { return absl::StrCat(o.region_prefix, "sg", g); }
-  int64_t RegionBytes(int g) const {
-    return Numel(g) * int64_t{sizeof(float)} * static_cast<int64_t>(o.arrays.size());
-  }
+absl::Status SubGroupStore::Impl::Start(IoOp op, const std::string& region, void* host, Transfer& t,
+                                        const std::string& what) {
+  t.what = absl::StrCat(op == IoOp::kRead ? "swap-in" : "swap-out", " of ", what, " (region '",
+                        region, "')");
+  absl::StatusOr<IoHandle> h =
+      op == IoOp::kRead ? o.swap->SwapIn(region, host) : o.swap->SwapOut(region, host);
+  if (!h.ok()) return Fail(t, h.status());
+  t.handle = *h;
+  return absl::OkStatus();
+}
 
-  // Records the first I/O failure: the swapped state may be half-written from then on.
-  absl::Status Fail(const Transfer& t, const absl::Status& s) {
-    absl::Status e = WithContext(s, t.what);
-    if (poison.ok()) poison = e;
-    return e;
-  }
-  absl::Status Wait(Transfer& t) {
-    absl::Status s = t.handle.Wait(o.io_timeout);
-    // A transfer past its timeout keeps its handle, so that later waits (and the destructor)
-    // still know the buffer is in use.
-    if (t.handle.done()) t.handle = IoHandle();
-    return s.ok() ? s : Fail(t, s);
-  }
-  absl::Status Start(IoOp op, int g, int b) {
-    Transfer& t = in_flight[b];
-    const std::string region = Region(g);
-    t.what = absl::StrCat(op == IoOp::kRead ? "swap-in" : "swap-out", " of sub-group ", g,
-                          " (region '", region, "')");
-    absl::StatusOr<IoHandle> h = op == IoOp::kRead ? o.swap->SwapIn(region, blocks[b].data())
-                                                   : o.swap->SwapOut(region, blocks[b].data());
-    if (!h.ok()) return Fail(t, h.status());
-    t.handle = *h;
-    return absl::OkStatus();
-  }
-  absl::Status Drain() {
-    absl::Status first;
-    for (Transfer& t : in_flight) first.Update(Wait(t));
-    return first;
-  }
-  // kHost: pointers into the arrays; kNvme (buffer != null): the arrays back to back in it.
-  SubGroupView View(int g, float* buffer) const {
-    SubGroupView v{g, Begin(g), Numel(g), {}};
-    for (size_t a = 0; a < o.arrays.size(); ++a) {
-      v.arrays.push_back(buffer != nullptr ? buffer + a * v.numel : resident[a] + v.begin);
-    }
-    return v;
-  }
-  absl::Status VisitNvme(int first, int n, Access access, const VisitFn& fn);
+absl::Status SubGroupStore::Impl::Start(IoOp op, int g, int b) {
+  return Start(op, Region(g), blocks[b].data(), in_flight[b], absl::StrCat("sub-group ", g));
+}
 
-  const SubGroupStoreOptions& o;
-  std::vector<HostBlock> blocks;    // kHost: the arrays the store allocated; kNvme: the buffers
-  std::vector<float*> resident;     // kHost: every array, external or not
-  std::vector<Transfer> in_flight;  // kNvme: one per buffer
-  absl::Status poison;
-  bool visiting = false;
-};
+absl::Status SubGroupStore::Impl::StartGrads(IoOp op, int g, int b) {
+  return Start(op, GradRegion(g), grad_blocks[b].data(), grad_in_flight[b],
+               absl::StrCat("the gradients of sub-group ", g));
+}
+
+absl::Status SubGroupStore::Impl::Drain() {
+  absl::Status first;
+  for (Transfer& t : in_flight) first.Update(Wait(t));
+  for (Transfer& t : grad_in_flight) first.Update(Wait(t));
+  return first;
+}
+
+SubGroupView SubGroupStore::Impl::View(int g, float* buffer, const float* grads) const {
+  SubGroupView v{g, Begin(g), Numel(g), {}, grads};
+  for (size_t a = 0; a < o.arrays.size(); ++a) {
+    v.arrays.push_back(buffer != nullptr ? buffer + a * v.numel : resident[a] + v.begin);
+  }
+  return v;
+}
+
+absl::Status SubGroupStore::Impl::PoisonedError() const {
+  return absl::FailedPreconditionError(
+      absl::StrCat("SubGroupStore: unusable after an earlier I/O error (the swapped state may be "
+                   "half-written): ",
+                   poison.message()));
+}
 
 // Item j of the n sub-groups from `first` uses buffer j % B. A buffer is free for item k once the
 // write-out of item k - B finished. Before fn(j), swap-ins are started in order for the items up
 // to j + B - 1 whose buffers are free; only item j's own buffer is waited for, so the write-out
 // of item j - 1 overlaps fn(j) instead of delaying it, and its buffer's read-ahead starts at the
 // next round. kWrite starts no swap-ins: fn overwrites the whole buffer.
-absl::Status SubGroupStore::Impl::VisitNvme(int first, int n, Access access, const VisitFn& fn) {
+absl::Status SubGroupStore::Impl::VisitNvme(int first, int n, Access access, bool with_grads,
+                                            const VisitFn& fn) {
   const int buffers = static_cast<int>(in_flight.size());
+  auto busy = [&](int b) {
+    return !in_flight[b].handle.done() || (with_grads && !grad_in_flight[b].handle.done());
+  };
+  auto wait = [&](int b) -> absl::Status {
+    ZT_RETURN_IF_ERROR(Wait(in_flight[b]));
+    return with_grads ? Wait(grad_in_flight[b]) : absl::OkStatus();
+  };
   int next = 0;  // the first item whose buffer has not been claimed yet
   auto claim = [&](int j) -> absl::Status {
     for (; next < n && next < j + buffers; ++next) {
-      Transfer& t = in_flight[next % buffers];
-      if (next > j && !t.handle.done()) break;
-      ZT_RETURN_IF_ERROR(Wait(t));
+      const int b = next % buffers;
+      if (next > j && busy(b)) break;
+      ZT_RETURN_IF_ERROR(wait(b));
       if (access == Access::kWrite) continue;
-      ZT_RETURN_IF_ERROR(Start(IoOp::kRead, first + next, next % buffers));
+      ZT_RETURN_IF_ERROR(Start(IoOp::kRead, first + next, b));
+      if (with_grads) ZT_RETURN_IF_ERROR(StartGrads(IoOp::kRead, first + next, b));
     }
     return absl::OkStatus();
   };
@@ -152,10 +149,11 @@ absl::Status SubGroupStore::Impl::VisitNvme(int first, int n, Access access, con
   for (int j = 0; j < n && status.ok(); ++j) {
     const int b = j % buffers;
     status = claim(j);
-    if (status.ok()) status = Wait(in_flight[b]);
+    if (status.ok()) status = wait(b);
     if (status.ok()) status = claim(j);  // that wait may have freed buffers for the read-ahead
     if (!status.ok()) break;
-    absl::Status fn_status = fn(View(first + j, blocks[b].as<float>()));
+    const float* grads = with_grads ? grad_blocks[b].as<float>() : nullptr;
+    absl::Status fn_status = fn(View(first + j, blocks[b].as<float>(), grads));
     if (!fn_status.ok()) {
       Drain().IgnoreError();  // an I/O failure here poisons the store; fn's error comes first
       return fn_status;
@@ -171,14 +169,39 @@ SubGroupStore::SubGroupStore(const SubGroupStoreOptions& options)
 
 SubGroupStore::~SubGroupStore() {
   bool busy = false;
-  for (Transfer& t : impl_->in_flight) {
-    t.handle.Wait(options_.io_timeout).IgnoreError();
-    busy = busy || !t.handle.done();
+  for (auto* transfers : {&impl_->in_flight, &impl_->grad_in_flight}) {
+    for (Transfer& t : *transfers) {
+      t.handle.Wait(options_.io_timeout).IgnoreError();
+      busy = busy || !t.handle.done();
+    }
   }
   // A transfer still running after its timeout reads or writes its buffer: leaking the buffers is
   // better than letting the pool hand that memory to someone else.
-  if (busy) static_cast<void>(new std::vector<HostBlock>(std::move(impl_->blocks)));
+  if (busy) {
+    static_cast<void>(new std::vector<HostBlock>(std::move(impl_->blocks)));
+    static_cast<void>(new std::vector<HostBlock>(std::move(impl_->grad_blocks)));
+  }
 }
+
+namespace {
+
+// `count` zero-filled blocks of `bytes` from the pool, named `what` in an error.
+absl::Status AllocateBlocks(PinnedHostPool* pool, int count, int64_t bytes, const std::string& what,
+                            std::vector<HostBlock>* out) {
+  for (int b = 0; b < count; ++b) {
+    absl::StatusOr<HostBlock> block = pool->Allocate(bytes);
+    if (!block.ok()) {
+      return StoreError(block.status(),
+                        absl::StrCat(what, count > 1 ? absl::StrCat(" ", b, " of ", count) : "",
+                                     " (", bytes, " bytes)"));
+    }
+    std::memset(block->data(), 0, bytes);
+    out->push_back(*std::move(block));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SubGroupStore>> SubGroupStore::Create(
     const SubGroupStoreOptions& options) {
@@ -193,59 +216,69 @@ absl::StatusOr<std::unique_ptr<SubGroupStore>> SubGroupStore::Create(
         m.resident.push_back(o.external[a]);
         continue;
       }
-      absl::StatusOr<HostBlock> block = o.pool->Allocate(bytes);
-      if (!block.ok()) {
-        return WithContext(block.status(),
-                           absl::StrCat("array '", o.arrays[a], "' (", bytes, " bytes)"));
-      }
-      std::memset(block->data(), 0, bytes);
-      m.resident.push_back(block->as<float>());
-      m.blocks.push_back(*std::move(block));
+      ZT_RETURN_IF_ERROR(
+          AllocateBlocks(o.pool, 1, bytes, absl::StrCat("array '", o.arrays[a], "'"), &m.blocks));
+      m.resident.push_back(m.blocks.back().as<float>());
     }
+    if (o.grads) ZT_RETURN_IF_ERROR(AllocateBlocks(o.pool, 1, bytes, "gradients", &m.grad_blocks));
     return store;
   }
-  // Buffers before regions: a pool limit then fails before any file is made.
-  const int groups = store->num_sub_groups();
+  // Buffers before regions: a pool limit then fails before any file is made. Sub-group 0 is never
+  // shorter than the others.
+  const int groups = m.Groups();
   const int buffers = std::min(o.buffer_count, groups);
-  const int64_t buffer_bytes = m.RegionBytes(0);  // sub-group 0 is never shorter than the others
-  for (int b = 0; b < buffers; ++b) {
-    absl::StatusOr<HostBlock> block = o.pool->Allocate(buffer_bytes);
-    if (!block.ok()) {
-      return WithContext(block.status(), absl::StrCat("buffer ", b, " of ", buffers, " (",
-                                                      buffer_bytes, " bytes)"));
-    }
-    m.blocks.push_back(*std::move(block));
-  }
+  ZT_RETURN_IF_ERROR(AllocateBlocks(o.pool, buffers, m.RegionBytes(0), "buffer", &m.blocks));
   m.in_flight.resize(buffers);
+  if (o.grads) {
+    ZT_RETURN_IF_ERROR(AllocateBlocks(o.pool, buffers, m.Numel(0) * int64_t{sizeof(float)},
+                                      "gradient buffer", &m.grad_blocks));
+    m.grad_in_flight.resize(buffers);
+  }
   for (int g = 0; g < groups; ++g) {
     absl::Status s = o.swap->Reserve(m.Region(g), m.RegionBytes(g));
-    if (!s.ok()) return WithContext(s, absl::StrCat("sub-group ", g, " of ", groups));
+    if (s.ok() && o.grads)
+      s = o.swap->Reserve(m.GradRegion(g), m.Numel(g) * int64_t{sizeof(float)});
+    if (!s.ok()) return StoreError(s, absl::StrCat("sub-group ", g, " of ", groups));
   }
   return store;
 }
 
 absl::Status SubGroupStore::Visit(int64_t begin, int64_t end, Access access, const VisitFn& fn) {
-  Impl& m = *impl_;
+  return impl_->Visit(begin, end, access, /*with_grads=*/false, fn);
+}
+
+absl::Status SubGroupStore::VisitWithGrads(Access access, const VisitFn& fn) {
+  if (!options_.grads || access == Access::kWrite) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SubGroupStore: VisitWithGrads needs the grads option and kRead or kReadWrite",
+                     options_.grads ? " (got kWrite)" : " (the store keeps no gradients)"));
+  }
+  if (impl_->pass.active || !impl_->grads_complete) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "SubGroupStore: VisitWithGrads ",
+        impl_->pass.active ? "during a gradient pass (call FinishGrads first)"
+                           : "after a gradient pass that did not finish (its sums are partial)"));
+  }
+  return impl_->Visit(0, numel(), access, /*with_grads=*/true, fn);
+}
+
+absl::Status SubGroupStore::Impl::Visit(int64_t begin, int64_t end, Access access, bool with_grads,
+                                        const VisitFn& fn) {
   // Overwriting everything (a checkpoint load) leaves nothing half-written behind, so it is the
   // one visit a poisoned store allows, and its success heals the store.
-  const bool rewrite_all = access == Access::kWrite && begin == 0 && end == numel();
-  if (!m.poison.ok() && !rewrite_all) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("SubGroupStore: unusable after an earlier I/O error (the swapped state may be "
-                     "half-written): ",
-                     m.poison.message()));
-  }
-  if (begin < 0 || end > numel() || begin > end) {
+  const bool rewrite_all = access == Access::kWrite && begin == 0 && end == o.numel;
+  if (!poison.ok() && !rewrite_all) return PoisonedError();
+  if (begin < 0 || end > o.numel || begin > end) {
     return absl::InvalidArgumentError(
         absl::StrCat("SubGroupStore: Visit(", begin, ", ", end,
-                     "): need 0 <= begin <= end <= numel = ", numel()));
+                     "): need 0 <= begin <= end <= numel = ", o.numel));
   }
   if (begin == end) return absl::OkStatus();
   // The buffers and their transfers belong to one visit at a time.
-  if (m.visiting) return absl::FailedPreconditionError("SubGroupStore: Visit inside a Visit");
-  const int first = static_cast<int>(begin / options_.sub_group_numel);
-  const int n = static_cast<int>((end - 1) / options_.sub_group_numel) - first + 1;
-  m.visiting = true;
+  if (visiting) return absl::FailedPreconditionError("SubGroupStore: Visit inside a Visit");
+  const int first = static_cast<int>(begin / o.sub_group_numel);
+  const int n = static_cast<int>((end - 1) / o.sub_group_numel) - first + 1;
+  visiting = true;
   // A callback that throws (LibTorch inside an optimizer) is an error like any other, so the
   // visit still drains its transfers and the caller still gets a Status.
   const VisitFn guarded = [&fn](const SubGroupView& v) -> absl::Status {
@@ -256,16 +289,17 @@ absl::Status SubGroupStore::Visit(int64_t begin, int64_t end, Access access, con
     }
   };
   absl::Status status;
-  if (options_.device == StoreDevice::kNvme) {
-    if (rewrite_all) m.poison = absl::OkStatus();  // set again if this visit fails too
-    status = m.VisitNvme(first, n, access, guarded);
+  if (o.device == StoreDevice::kNvme) {
+    if (rewrite_all) poison = absl::OkStatus();  // set again if this visit fails too
+    status = VisitNvme(first, n, access, with_grads, guarded);
   } else {
     for (int g = first; g < first + n && status.ok(); ++g) {
-      status = guarded(m.View(g, nullptr));
+      const float* grads = with_grads ? grad_blocks[0].as<float>() + Begin(g) : nullptr;
+      status = guarded(View(g, nullptr, grads));
     }
   }
-  m.visiting = false;
-  if (rewrite_all && !status.ok() && m.poison.ok()) m.poison = status;
+  visiting = false;
+  if (rewrite_all && !status.ok() && poison.ok()) poison = status;
   return status;
 }
 
@@ -274,20 +308,19 @@ float* SubGroupStore::resident(int array) const {
   return impl_->resident[array];
 }
 
-int SubGroupStore::num_sub_groups() const {
-  return static_cast<int>((options_.numel - 1) / options_.sub_group_numel + 1);
-}
+int SubGroupStore::num_sub_groups() const { return impl_->Groups(); }
 
 // The blocks' capacities (sizes rounded up to the pool's alignment): what the pool accounts.
 int64_t SubGroupStore::host_bytes() const {
   int64_t total = 0;
   for (const HostBlock& b : impl_->blocks) total += b.capacity();
+  for (const HostBlock& b : impl_->grad_blocks) total += b.capacity();
   return total;
 }
 
 int64_t SubGroupStore::nvme_bytes() const {
   if (options_.device != StoreDevice::kNvme) return 0;
-  return options_.numel * int64_t{sizeof(float)} * num_arrays();
+  return options_.numel * int64_t{sizeof(float)} * (num_arrays() + (options_.grads ? 1 : 0));
 }
 
 absl::Status SubGroupStore::health() const { return impl_->poison; }

@@ -7,9 +7,17 @@
 // and overwrites its master weights through Visit whether the state is offloaded or not.
 //
 // NVMe layout: one SwapSpace region per sub-group, "<region_prefix>sg<g>", holding the arrays
-// back to back (array a of sub-group g at byte a * numel(g) * 4). Regions are reserved (their
-// files preallocated) at Create, so a full disk fails there; preallocated files read as zeros,
-// which is the initial state, so Create writes nothing.
+// back to back (array a of sub-group g at byte a * numel(g) * 4), and with `grads` one more,
+// "<region_prefix>grad<g>", for its gradients. Regions are reserved (their files preallocated) at
+// Create, so a full disk fails there; preallocated files read as zeros, which is the initial
+// state, so Create writes nothing.
+//
+// Gradients: with `grads` the store also keeps one fp32 gradient per element, apart from the
+// state (never part of a checkpoint, never written by a visit). Backward streams them in, in
+// shard order, through a gradient pass that holds one sub-group in memory at a time, and the
+// optimizer step reads them with the state (VisitWithGrads). That is what lets ZeRO-Infinity's
+// rank keep no gradient shard in memory (DeepSpeed swaps its fp32 gradient partitions out to the
+// optimizer's swap files too, at the accumulation boundary).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +53,8 @@ struct SubGroupStoreOptions {
   // read of the next sub-groups (and the write of the previous) overlap the current one.
   int buffer_count = 4;
   absl::Duration io_timeout = absl::Minutes(5);  // per swap-in/out wait
+  // Keep a gradient array too (see above). kNvme adds buffer_count sub-group gradient buffers.
+  bool grads = false;
 };
 
 // One sub-group's arrays, in host memory for the duration of a Visit callback.
@@ -53,7 +63,13 @@ struct SubGroupView {
   int64_t begin = 0;  // first element (of every array) this sub-group holds
   int64_t numel = 0;
   std::vector<float*> arrays;  // arrays[a][i] is element begin + i of array a
+  // VisitWithGrads: the sub-group's gradients as the last pass left them; null otherwise.
+  const float* grads = nullptr;
 };
+
+// Called by a gradient pass with each sub-group's final values, in order, before they are
+// stored: where the caller takes their norm and checks them for inf/NaN without a second read.
+using GradSumsFn = std::function<absl::Status(int64_t begin, const float* grads, int64_t numel)>;
 
 enum class Access {
   kRead,       // contents are read; nothing is written back
@@ -84,6 +100,21 @@ class SubGroupStore {
   // is an InternalError like an error it returns.
   absl::Status Visit(int64_t begin, int64_t end, Access access, const VisitFn& fn);
   absl::Status VisitAll(Access access, const VisitFn& fn) { return Visit(0, numel(), access, fn); }
+  // VisitAll (kRead or kReadWrite) whose views also carry the gradients (options.grads), read
+  // ahead with the arrays.
+  absl::Status VisitWithGrads(Access access, const VisitFn& fn);
+
+  // A gradient pass (options.grads): BeginGrads, AddGrads over ranges in increasing order that do
+  // not overlap, FinishGrads. `accumulate` adds the ranges to what the last pass left; otherwise
+  // they replace it, and what no range covers becomes zero. `on_summed` (may be empty) sees every
+  // sub-group once its values are final. kNvme holds one sub-group's gradients in memory at a
+  // time, writing it out as the next begins (and, when accumulating, reading it first). A range
+  // out of order fails and ends the pass; an I/O error poisons the store, as in Visit. A pass
+  // begun again before FinishGrads starts over (what the abandoned one wrote stays), and until a
+  // pass finishes VisitWithGrads refuses: the gradients would be a mix of two passes.
+  absl::Status BeginGrads(bool accumulate, GradSumsFn on_summed);
+  absl::Status AddGrads(int64_t begin, const float* grads, int64_t numel);
+  absl::Status FinishGrads();  // waits for every write
 
   // kHost: array a's numel floats; kNvme: nullptr (reach it through Visit).
   float* resident(int array) const;
@@ -92,10 +123,10 @@ class SubGroupStore {
   int64_t numel() const { return options_.numel; }
   int num_arrays() const { return static_cast<int>(options_.arrays.size()); }
   int num_sub_groups() const;
-  // Host memory the store allocated (not the external arrays): kHost the arrays, kNvme the
-  // buffers.
+  // Host memory the store allocated (not the external arrays): kHost the arrays (and gradients),
+  // kNvme the buffers.
   int64_t host_bytes() const;
-  int64_t nvme_bytes() const;  // bytes of the swap files' contents (0 for kHost)
+  int64_t nvme_bytes() const;  // bytes of the swap files' contents, gradients too (0 for kHost)
   // OK, or the I/O error that poisoned the store.
   absl::Status health() const;
 

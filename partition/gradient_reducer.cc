@@ -87,7 +87,7 @@ GradientReducer::GradientReducer(comm::ProcessGroup* group, const FlatParams* pa
   }
   offload::MemoryRoleScope role(offload::MemoryRole::kGradients);
   if (options.stage == 2) {
-    grad_shard_ = params->NewShard();
+    if (sink() == nullptr) grad_shard_ = params->NewShard();
     staging_.resize(nb);
   } else {
     flat_grad_ = params->NewFlat();
@@ -114,6 +114,17 @@ void GradientReducer::BeginBackward(bool reduce) {
   hook_error_ = absl::OkStatus();
   for (at::Tensor& t : staging_) t = at::Tensor();  // left over only after a failed backward
   spare_.clear();
+  // A sink that cannot begin fails the backward, after its reductions (the other ranks wait).
+  if (reduce_ && sink() != nullptr) pending_error_ = sink()->Begin(accumulate_);
+}
+
+absl::Status GradientReducer::TakeReduced(const LayoutBucket& b, const at::Tensor& reduced) {
+  if (sink() != nullptr) {
+    // Once this pass has failed the sink is not fed further; the reductions still run.
+    return pending_error_.ok() ? sink()->Add(b.shard_offset, reduced) : absl::OkStatus();
+  }
+  grad_shard_.Range(b.shard_offset, b.slice).add_(reduced);
+  return absl::OkStatus();
 }
 
 at::Tensor GradientReducer::Take(int64_t numel, at::ScalarType dtype) {
@@ -219,30 +230,29 @@ void GradientReducer::Launch(int bucket) {
   if (options_.stage == 0 || !options_.reduce_scatter || group_->reduce_scatter_copies_input()) {
     launch.work = group_->AllReduceAsync(in, ReduceOp::kAvg);
     if (options_.stage == 2) {
-      at::Tensor dst = grad_shard_.Range(b.shard_offset, b.slice);
       launch.after.push_back(
-          [dst, in, owned, slice = b.slice]() mutable { dst.add_(in.narrow(0, owned, slice)); });
+          [this, &b, in, owned] { return TakeReduced(b, in.narrow(0, owned, b.slice)); });
     }
   } else {
     at::Tensor buffer = Take(largest_bucket_ / layout.world_size(), BucketDtype(bucket));
     at::Tensor out = buffer.narrow(0, 0, b.slice);
     launch.work = group_->ReduceScatterAsync(in, out, ReduceOp::kAvg);
-    at::Tensor dst = options_.stage == 2 ? grad_shard_.Range(b.shard_offset, b.slice)
-                                         : in.narrow(0, owned, b.slice);
-    const bool accumulate = options_.stage == 2;
-    launch.after.push_back([this, dst, out, buffer, accumulate]() mutable {
-      if (accumulate) {
-        dst.add_(out);
+    launch.after.push_back([this, &b, in, out, buffer, owned]() mutable {
+      absl::Status s;
+      if (options_.stage == 2) {
+        s = TakeReduced(b, out);
       } else {
-        dst.copy_(out);
+        in.narrow(0, owned, b.slice).copy_(out);
       }
       spare_.push_back(buffer);
+      return s;
     });
   }
   if (options_.stage == 2) {
     launch.after.push_back([this, bucket] {
       spare_.push_back(staging_[bucket]);
       staging_[bucket] = at::Tensor();
+      return absl::OkStatus();
     });
   }
   launch.bucket = bucket;
@@ -265,8 +275,8 @@ void GradientReducer::Drain(size_t keep) {
     if (s.ok() && pending_error_.ok()) {
       try {
         c10::NoGradGuard no_grad;
-        for (auto& f : p.after) f();
-        if (boundary_ && options_.stage > 0 && options_.on_owned_final) {
+        for (auto& f : p.after) s.Update(f());
+        if (boundary_ && options_.stage > 0 && options_.on_owned_final && sink() == nullptr) {
           options_.on_owned_final(OwnedGrad(p.bucket));
         }
       } catch (const c10::Error& e) {
@@ -299,6 +309,12 @@ absl::Status GradientReducer::FinishBackward(bool ignore_unused) {
   }
   Drain(0);
   spare_.clear();  // between steps a rank holds only its gradient shard (stage 2)
+  if (reduce_ && sink() != nullptr) {
+    if (pending_error_.ok()) pending_error_ = sink()->Finish();
+    // A pass that failed part-way leaves nothing to sum onto (the sink's sub-groups past the
+    // failure hold older gradients): the next pass replaces them, starting the accumulation over.
+    accumulate_ = pending_error_.ok();
+  }
   absl::Status waited = pending_error_;
   pending_error_ = absl::OkStatus();
   for (const auto& [name, p] : params_->params()) {
@@ -323,7 +339,8 @@ std::vector<GradSegment> GradientReducer::OwnedGrads() const {
   if (options_.stage == 0) {
     for (size_t g = 0; g < flat_grad_.parts().size(); ++g) {
       const int64_t begin = flat_grad_.begin(static_cast<int>(g));
-      out.push_back(GradSegment{begin, begin, flat_grad_.parts()[g]});
+      const at::Tensor& part = flat_grad_.parts()[g];
+      out.push_back(GradSegment{begin, begin, part, part.numel()});
     }
     return out;
   }
@@ -338,6 +355,8 @@ GradSegment GradientReducer::OwnedGrad(int bucket) const {
   GradSegment s;
   s.shard_offset = b.shard_offset;
   s.flat_begin = layout.OwnedBegin(bucket, group_->rank());
+  s.numel = b.slice;
+  if (sink() != nullptr) return s;
   s.grads = options_.stage == 2 ? grad_shard_.Range(b.shard_offset, b.slice)
                                 : flat_grad_.Range(s.flat_begin, b.slice);
   return s;
@@ -346,6 +365,7 @@ GradSegment GradientReducer::OwnedGrad(int bucket) const {
 void GradientReducer::Zero() {
   flat_grad_.Zero();
   grad_shard_.Zero();
+  accumulate_ = false;
 }
 
 int64_t GradientReducer::grad_bytes() const {

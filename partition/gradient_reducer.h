@@ -6,7 +6,8 @@
 //            is reduce-scattered (or all-reduced) and this rank keeps its owned slices;
 //   stage 2: every micro-step, each bucket is staged, reduce-scattered (or all-reduced) and added
 //            into a gradient shard of shard_numel() elements; the staging is then freed, so no
-//            full-size gradient buffer outlives the reduction.
+//            full-size gradient buffer outlives the reduction. With a GradShardSink the reducer
+//            keeps no shard at all: each reduced slice goes to the sink (an NVMe store).
 // A bucket's reduction starts from the hook of its last gradient: with overlap_comm it runs while
 // backward goes on, without it the hook waits for it (DeepSpeed's order either way). At most one
 // full bucket's worth is in flight (while the next fills, with overlap_comm). The hooks run after
@@ -35,7 +36,21 @@ namespace zerotrain::partition {
 struct GradSegment {
   int64_t shard_offset = 0;
   int64_t flat_begin = 0;
-  at::Tensor grads;  // 1-D, contiguous, the parameters' dtype
+  at::Tensor grads;  // 1-D, contiguous, the parameters' dtype; undefined with a GradShardSink
+  int64_t numel = 0;
+};
+
+// Stage 2: where reduced gradients go when the reducer does not keep the shard. A backward that
+// reduces is one pass: Begin, then Add for every bucket's owned slice in bucket order (so in
+// increasing shard offset, each slice right after the previous), then Finish. `accumulate` is
+// false on the first pass after construction or Zero(): the sink then replaces what it holds.
+// Add's tensor (the parameters' dtype and device) is valid only during the call.
+class GradShardSink {
+ public:
+  virtual ~GradShardSink() = default;
+  virtual absl::Status Begin(bool accumulate) = 0;
+  virtual absl::Status Add(int64_t shard_offset, const at::Tensor& reduced) = 0;
+  virtual absl::Status Finish() = 0;
 };
 
 struct ReducerOptions {
@@ -47,6 +62,10 @@ struct ReducerOptions {
   // while backward may still run: where the optimizer's copy of the gradients can start moving
   // (offload from a GPU). The segment is one of those OwnedGrads() returns.
   std::function<void(const GradSegment&)> on_owned_final;
+  // Stage 2: the reducer keeps no gradient shard, OwnedGrads() gives undefined tensors, and
+  // on_owned_final is not called. After a backward whose pass failed, the next one replaces. Not
+  // owned; must outlive the reducer. Ignored at stages 0-1.
+  GradShardSink* grad_sink = nullptr;
 };
 
 class GradientReducer {
@@ -72,8 +91,10 @@ class GradientReducer {
   std::vector<GradSegment> OwnedGrads() const;
   // Clears accumulated gradients after an optimizer step (or a skipped one).
   void Zero();
-  // Bytes of gradient storage that persist between steps.
+  // Bytes of gradient storage that persist between steps (none with a GradShardSink).
   int64_t grad_bytes() const;
+  // Stage 2 with a GradShardSink: the gradients are the sink's.
+  bool sinks_grads() const { return sink() != nullptr; }
   // Seconds FinishBackward spent launching and waiting for reductions after backward returned.
   double last_comm_seconds() const { return last_comm_seconds_; }
 
@@ -91,6 +112,9 @@ class GradientReducer {
   at::Tensor Take(int64_t numel, at::ScalarType dtype);
   at::ScalarType BucketDtype(int bucket) const;
   GradSegment OwnedGrad(int bucket) const;  // stages 1 and 2
+  GradShardSink* sink() const { return options_.stage == 2 ? options_.grad_sink : nullptr; }
+  // Stage 2: the launched bucket's owned slice, `reduced`, joins the gradients.
+  absl::Status TakeReduced(const LayoutBucket& b, const at::Tensor& reduced);
   // Zeroes the staging elements no hook wrote: padding and parameters without a gradient.
   void ZeroUncovered(int bucket);
 
@@ -112,7 +136,7 @@ class GradientReducer {
   struct PendingReduction {
     int bucket = 0;
     comm::Work work;
-    std::vector<std::function<void()>> after;  // copy-outs, once the work is done
+    std::vector<std::function<absl::Status()>> after;  // copy-outs, once the work is done
     int64_t numel = 0;
   };
   std::deque<PendingReduction> pending_;
@@ -121,6 +145,7 @@ class GradientReducer {
   absl::Status pending_error_;
   absl::Status hook_error_;
   double last_comm_seconds_ = 0;
+  bool accumulate_ = false;  // stage 2: a reduction since construction or Zero()
 
   GroupedBuffer flat_grad_;          // stages 0 and 1
   GroupedBuffer grad_shard_;         // stage 2

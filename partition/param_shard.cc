@@ -36,20 +36,25 @@ absl::Status Bad(const char* field, const T& value, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat("ParamShard: ", field, " = ", value, ": ", why));
 }
 
-absl::Status CheckArgs(const at::Tensor& v, const std::vector<int64_t>& starts,
-                       const ParamShardOptions& o) {
+absl::Status CheckValues(const at::Tensor& v) {
   if (!v.defined()) return Bad("values", "undefined", "need the shard's tensor");
   if (v.dim() != 1) return Bad("values.dim()", v.dim(), "must be 1-D");
   if (!v.is_contiguous()) return Bad("values.is_contiguous()", "false", "must be contiguous");
-  if (v.numel() <= 0) return Bad("values.numel()", v.numel(), "must be > 0");
+  return absl::OkStatus();
+}
+
+// `numel_name` is how the caller gave the length (values.numel(), or the source's numel).
+absl::Status CheckArgs(int64_t numel, const char* numel_name, const std::vector<int64_t>& starts,
+                       const ParamShardOptions& o) {
+  if (numel <= 0) return Bad(numel_name, numel, "must be > 0");
   const std::string s = absl::StrCat("{", absl::StrJoin(starts, ", "), "}");
   if (starts.empty()) return Bad("part_starts", s, "need at least one part");
   if (starts[0] != 0) return Bad("part_starts", s, "must start at 0");
   for (size_t i = 1; i < starts.size(); ++i) {
     if (starts[i] <= starts[i - 1]) return Bad("part_starts", s, "must be strictly increasing");
   }
-  if (starts.back() >= v.numel()) {
-    return Bad("part_starts", s, absl::StrCat("each must be < values.numel() = ", v.numel()));
+  if (starts.back() >= numel) {
+    return Bad("part_starts", s, absl::StrCat("each must be < ", numel_name, " = ", numel));
   }
   const std::string device = ParamDeviceName(o.device);
   if (o.device != ParamDevice::kModel && o.pool == nullptr) {
@@ -162,14 +167,14 @@ struct ParamShard::Impl {
     s.abandoned = !s.handle.done();
     return s.status;
   }
-  absl::Status SetUpNvme(const at::Tensor& values);
+  absl::Status SetUpNvme(const Source& source);
   absl::StatusOr<at::Tensor> ReadNvme(int64_t begin, int64_t n) const;
   absl::Status WriteNvme(int64_t begin, const at::Tensor& values);
 };
 
 // Regions are reserved before anything is written, so a full disk fails before any I/O; the swapped
 // parts go out one at a time through one staging block to bound Create's extra memory.
-absl::Status ParamShard::Impl::SetUpNvme(const at::Tensor& values) {
+absl::Status ParamShard::Impl::SetUpNvme(const Source& source) {
   int64_t largest = 0;
   for (int p = 0; p < static_cast<int>(parts.size()); ++p) {
     Part& part = parts[p];
@@ -189,15 +194,18 @@ absl::Status ParamShard::Impl::SetUpNvme(const at::Tensor& values) {
     ZT_ASSIGN_OR_RETURN(HostBlock block, Allocate(kept_numel * elem, "kept parts"));
     host_bytes = block.capacity();
     resident = Own(std::move(block), kept_numel, dtype);
-    resident.copy_(values.narrow(0, 0, kept_numel));
   }
-  if (largest == 0) return absl::OkStatus();
   Swap s(0, o.io_timeout);
-  ZT_ASSIGN_OR_RETURN(s.block, Allocate(largest, "staging block"));
+  if (largest > 0) {
+    ZT_ASSIGN_OR_RETURN(s.block, Allocate(largest, "staging block"));
+  }
   for (int p = 0; p < static_cast<int>(parts.size()); ++p) {
-    if (parts[p].kept) continue;
+    if (parts[p].kept) {
+      ZT_RETURN_IF_ERROR(source.fill(p, resident.narrow(0, parts[p].begin, parts[p].numel)));
+      continue;
+    }
     s.part = p;
-    Borrow(s.block, parts[p].numel, dtype).copy_(values.narrow(0, parts[p].begin, parts[p].numel));
+    ZT_RETURN_IF_ERROR(source.fill(p, Borrow(s.block, parts[p].numel, dtype)));
     if (!Start(s, /*out=*/true)) return s.status;
     ZT_RETURN_IF_ERROR(Wait(s));
   }
@@ -290,35 +298,55 @@ absl::Status ParamShard::Impl::WriteNvme(int64_t begin, const at::Tensor& values
 ParamShard::ParamShard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ParamShard::~ParamShard() = default;
 
+absl::StatusOr<std::unique_ptr<ParamShard>> ParamShard::Create(Source source,
+                                                               std::vector<int64_t> part_starts,
+                                                               const ParamShardOptions& options) {
+  return Build(std::move(source), std::move(part_starts), options, at::Tensor());
+}
+
 absl::StatusOr<std::unique_ptr<ParamShard>> ParamShard::Create(at::Tensor values,
                                                                std::vector<int64_t> part_starts,
                                                                const ParamShardOptions& options) {
-  ZT_RETURN_IF_ERROR(CheckArgs(values, part_starts, options));
+  ZT_RETURN_IF_ERROR(CheckValues(values));
+  Source source{values.numel(), values.options(), nullptr};
+  source.fill = [&values, starts = part_starts](int p, at::Tensor dst) {
+    CopyInto(dst, values.narrow(0, starts[p], dst.numel()));  // kModel: dst is `values` already
+    return absl::OkStatus();
+  };
+  return Build(std::move(source), std::move(part_starts), options, values);
+}
+
+absl::StatusOr<std::unique_ptr<ParamShard>> ParamShard::Build(Source source,
+                                                              std::vector<int64_t> part_starts,
+                                                              const ParamShardOptions& options,
+                                                              at::Tensor whole) {
+  const char* numel_name = whole.defined() ? "values.numel()" : "numel";
+  ZT_RETURN_IF_ERROR(CheckArgs(source.numel, numel_name, part_starts, options));
   auto m = std::make_unique<Impl>();
   m->o = options;
-  m->dtype = values.scalar_type();
-  m->numel = values.numel();
-  m->elem = static_cast<int64_t>(values.element_size());
+  m->dtype = c10::typeMetaToScalarType(source.options.dtype());
+  m->numel = source.numel;
+  m->elem = static_cast<int64_t>(c10::elementSize(m->dtype));
   m->starts = std::move(part_starts);
   for (size_t p = 0; p < m->starts.size(); ++p) {
     const int64_t end = p + 1 < m->starts.size() ? m->starts[p + 1] : m->numel;
     m->parts.push_back({m->starts[p], end - m->starts[p], false, ""});
   }
   try {
-    switch (options.device) {
-      case ParamDevice::kModel:
-        m->resident = std::move(values);
-        break;
-      case ParamDevice::kHost: {
+    if (options.device == ParamDevice::kNvme) {
+      ZT_RETURN_IF_ERROR(m->SetUpNvme(source));
+    } else {
+      if (options.device == ParamDevice::kModel) {
+        m->resident = whole.defined() ? whole : at::empty({m->numel}, source.options);
+      } else {
         ZT_ASSIGN_OR_RETURN(HostBlock block, m->Allocate(m->numel * m->elem, "the shard"));
         m->host_bytes = block.capacity();
         m->resident = Own(std::move(block), m->numel, m->dtype);
-        m->resident.copy_(values);
-        break;
       }
-      case ParamDevice::kNvme:
-        ZT_RETURN_IF_ERROR(m->SetUpNvme(values));
-        break;
+      for (int p = 0; p < static_cast<int>(m->parts.size()); ++p) {
+        const Impl::Part& part = m->parts[p];
+        ZT_RETURN_IF_ERROR(source.fill(p, m->resident.narrow(0, part.begin, part.numel)));
+      }
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("ParamShard: Create (", ParamDeviceName(options.device),

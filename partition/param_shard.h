@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,13 +43,24 @@ struct ParamShardOptions {
 
 class ParamShard {
  public:
-  // Takes over `values` (1-D, contiguous, on the model's device: the whole shard, as built by the
-  // caller) and moves it where the options say: kModel keeps the tensor itself (on the model's
-  // device, so Read returns device memory there); kHost copies it into a pool block;
-  // kNvme writes each swapped part to its region (reserved here, so a full disk fails here) and
-  // keeps only the max_in_cpu parts. `part_starts` are the first elements of the parts: strictly
-  // increasing, starting at 0, each < values.numel(). InvalidArgument names the option or value;
-  // pool and swap-space errors keep their code with "ParamShard: " and the part in front.
+  // Where Create takes the values from, one part at a time and in order: fill(p, dst) writes part
+  // p's elements into `dst` (1-D, contiguous, the part's length). So the caller never needs the
+  // whole shard in memory at once: with kNvme, Create holds one part beside what it keeps.
+  struct Source {
+    int64_t numel = 0;
+    at::TensorOptions options;  // the shard's dtype, and the model's device (kModel)
+    std::function<absl::Status(int part, at::Tensor dst)> fill;
+  };
+  // Builds the shard where the options say: kModel as one tensor on the model's device (so Read
+  // returns device memory there); kHost in a pool block; kNvme writes each swapped part to its
+  // region (reserved here, so a full disk fails here) and keeps only the max_in_cpu parts.
+  // `part_starts` are the first elements of the parts: strictly increasing, starting at 0, each
+  // < numel. InvalidArgument names the option or value; pool and swap-space errors keep their
+  // code with "ParamShard: " and the part in front; fill's errors come back as they are.
+  static absl::StatusOr<std::unique_ptr<ParamShard>> Create(Source source,
+                                                            std::vector<int64_t> part_starts,
+                                                            const ParamShardOptions& options);
+  // The same from the whole shard (1-D, contiguous); kModel keeps `values` itself.
   static absl::StatusOr<std::unique_ptr<ParamShard>> Create(at::Tensor values,
                                                             std::vector<int64_t> part_starts,
                                                             const ParamShardOptions& options);
@@ -83,6 +95,11 @@ class ParamShard {
  private:
   struct Impl;
   explicit ParamShard(std::unique_ptr<Impl> impl);
+  // Both Creates; `whole` (may be undefined) is the values kModel keeps as they are.
+  static absl::StatusOr<std::unique_ptr<ParamShard>> Build(Source source,
+                                                           std::vector<int64_t> part_starts,
+                                                           const ParamShardOptions& options,
+                                                           at::Tensor whole);
   std::unique_ptr<Impl> impl_;
 };
 

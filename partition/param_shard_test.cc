@@ -2,7 +2,8 @@
 // in host memory) and in float, bfloat16 and half, random reads and writes (within a part, whole
 // parts, across parts) agree with a plain reference; resident reads are views that Write accepts
 // back; host and NVMe bytes are what the parts take; a truncated swap file fails the read naming
-// the file; bad arguments name the field.
+// the file; bad arguments name the field. Built from a Source, every device asks for each part
+// once, in order, at its length, and a fill's error comes back as it is.
 #include "partition/param_shard.h"
 
 #include <torch/torch.h>
@@ -159,6 +160,35 @@ TEST(ParamShardTest, ResidentReadsAreViewsThatWriteAcceptsBack) {
   EXPECT_EQ(nvme->Read(1001, 1)->item<float>(), 1001.0f);
   ASSERT_TRUE(nvme->Write(1001, copy).ok());
   EXPECT_EQ(nvme->Read(4999, 2)->sum().item<float>(), 5.0f + 5000.0f);
+}
+
+TEST(ParamShardTest, ASourceFillsEachPartOnceInOrder) {
+  Fixture f;
+  for (const Config& c : kConfigs) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::pair<int, int64_t>> asked;  // (part, length)
+    ParamShard::Source source;
+    source.numel = kNumel;
+    source.options = at::TensorOptions(at::kFloat);
+    source.fill = [&](int p, at::Tensor dst) {
+      asked.push_back({p, dst.numel()});
+      dst.copy_(at::arange(kStarts[p], kStarts[p] + dst.numel(), at::kFloat));
+      return absl::OkStatus();
+    };
+    ParamShardOptions o = f.Options(c.device, c.max_in_cpu);
+    o.region_prefix = absl::StrCat(c.name, ".");
+    absl::StatusOr<std::unique_ptr<ParamShard>> shard = ParamShard::Create(source, kStarts, o);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    EXPECT_EQ(asked, (std::vector<std::pair<int, int64_t>>{
+                         {0, 1000}, {1, 1}, {2, 3999}, {3, 4999}, {4, 8}}));
+    EXPECT_TRUE(at::equal(*(*shard)->Read(0, kNumel), at::arange(kNumel, at::kFloat)));
+    source.fill = [](int p, at::Tensor) {
+      return p == 3 ? absl::DataLossError("part 3 is gone") : absl::OkStatus();
+    };
+    o.region_prefix = absl::StrCat(c.name, ".failed.");
+    EXPECT_EQ(ParamShard::Create(source, kStarts, o).status(),
+              absl::DataLossError("part 3 is gone"));
+  }
 }
 
 TEST(ParamShardTest, HostAndNvmeBytes) {

@@ -55,6 +55,7 @@ absl::Status ShardedInit::PartitionOwn(torch::nn::Module& submodule) {
     ZT_ASSIGN_OR_RETURN(ShardLayout layout,
                         ShardLayout::Create(numels, group_->world_size(), bucket_numel_));
     Part part;
+    // The shard of one submodule: even when it is spilled, it is cut in memory first.
     part.shard = at::zeros({layout.shard_numel()}, params.front().options().requires_grad(false));
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor p = params[i];
@@ -69,10 +70,77 @@ absl::Status ShardedInit::PartitionOwn(torch::nn::Module& submodule) {
       p.set_data(at::empty({0}, p.options()));  // the full values go now
       part_of_[p.unsafeGetTensorImpl()] = static_cast<int>(parts_.size());
     }
-    shard_bytes_ += part.shard.nbytes();
+    part.numel = part.shard.numel();
+    if (spill_ != nullptr) {
+      ZT_RETURN_IF_ERROR(Spill(part));
+    } else {
+      shard_bytes_ += part.shard.nbytes();
+    }
     parts_.push_back(std::move(part));
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedInit::SpillTo(const offload::SwapSpaceOptions& options,
+                                  absl::Duration io_timeout) {
+  const std::string where = absl::StrCat("ShardedInit::SpillTo on rank ", group_->rank(), ": ");
+  if (!parts_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(where, "call it before the first Partition (",
+                                                      parts_.size(),
+                                                      " part(s) already in memory)"));
+  }
+  ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create({}));
+  absl::StatusOr<std::unique_ptr<offload::SwapSpace>> swap = offload::SwapSpace::Create(options);
+  if (!swap.ok()) return WithPrefix(swap.status(), where);
+  spill_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
+  spill_ = *std::move(swap);
+  io_timeout_ = io_timeout;
+  return absl::OkStatus();
+}
+
+// A transfer still running after its timeout uses `block`: it is leaked rather than handed back
+// to the pool for the next part.
+absl::Status ShardedInit::WaitOrKeep(const offload::IoHandle& io, offload::HostBlock& block) const {
+  absl::Status s = io.Wait(io_timeout_);
+  if (!io.done()) static_cast<void>(new offload::HostBlock(std::move(block)));
+  return s;
+}
+
+// Through one pool block: the swap space needs 4 KiB-aligned host memory.
+absl::Status ShardedInit::Spill(Part& part) {
+  const int64_t bytes = static_cast<int64_t>(part.shard.nbytes());
+  part.region = absl::StrCat("init.p", parts_.size());
+  ZT_RETURN_IF_ERROR(spill_->Reserve(part.region, bytes));
+  ZT_ASSIGN_OR_RETURN(offload::HostBlock block, spill_pool_->Allocate(bytes));
+  at::from_blob(block.data(), {part.numel}, part.shard.options().device(at::kCPU))
+      .copy_(part.shard);
+  ZT_ASSIGN_OR_RETURN(offload::IoHandle io, spill_->SwapOut(part.region, block.data()));
+  ZT_RETURN_IF_ERROR(WaitOrKeep(io, block));
+  part.shard = at::Tensor();
+  spilled_bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status ShardedInit::ReadPart(const Part& part, at::Tensor dst) const {
+  if (part.released) {
+    return absl::FailedPreconditionError(
+        "ShardedInit: the part's slices were adopted by an engine and released");
+  }
+  try {
+    if (part.shard.defined()) {
+      dst.copy_(part.shard);
+      return absl::OkStatus();
+    }
+    const int64_t bytes = part.numel * static_cast<int64_t>(dst.element_size());
+    ZT_ASSIGN_OR_RETURN(offload::HostBlock block, spill_pool_->Allocate(bytes));
+    ZT_ASSIGN_OR_RETURN(offload::IoHandle io, spill_->SwapIn(part.region, block.data()));
+    ZT_RETURN_IF_ERROR(WaitOrKeep(io, block));
+    dst.copy_(at::from_blob(block.data(), {part.numel}, dst.options().device(at::kCPU)));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("ShardedInit: reading part '", part.region,
+                                            "': ", e.what_without_backtrace()));
   }
   return absl::OkStatus();
 }
@@ -93,13 +161,23 @@ void ShardedInit::ReleaseShardOf(const at::Tensor& param) {
   const auto it = part_of_.find(param.unsafeGetTensorImpl());
   if (it == part_of_.end()) return;
   Part& part = parts_[it->second];
+  // A spilled part costs no memory, and its file stays readable until ReleaseShards: an
+  // Engine::Create that failed after reading it can be retried.
+  if (!part.region.empty()) return;
   if (part.shard.defined()) shard_bytes_ -= static_cast<int64_t>(part.shard.nbytes());
   part.shard = at::Tensor();
+  part.released = true;
 }
 
 void ShardedInit::ReleaseShards() {
-  for (Part& part : parts_) part.shard = at::Tensor();
+  for (Part& part : parts_) {
+    part.shard = at::Tensor();
+    part.released = true;
+  }
   shard_bytes_ = 0;
+  spilled_bytes_ = 0;
+  spill_.reset();  // removes the swap files
+  spill_pool_.reset();
 }
 
 }  // namespace zerotrain::partition

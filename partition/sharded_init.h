@@ -7,6 +7,10 @@
 // threshold) keep their values. Engine::Create at stage 3 (EngineOptions::sharded_init) then
 // adopts the slices instead of slicing full values.
 //
+// With offload_param nvme the slices need not stay in memory either: after SpillTo each part is
+// written to a swap file as it is cut (DeepSpeed's zero.Init(remote_device="nvme")), so building
+// the model holds one submodule at a time and nothing of the shard.
+//
 // The slices are the ones ShardedParams would cut: a submodule's parameters form one segment of
 // the engine's layout, and a segment's buckets depend only on its own parameters, the bucket
 // size and the world size, so they can be cut before the rest of the model exists.
@@ -15,11 +19,16 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "comm/comm.h"
+#include "offload/pinned_host_pool.h"
+#include "offload/swap_space.h"
 #include "partition/stage3_options.h"
 
 namespace torch::nn {
@@ -39,26 +48,44 @@ class ShardedInit {
   // parameters of the submodule and of every module inside it that no earlier call took.
   absl::Status Partition(torch::nn::Module& submodule);
 
+  // From now on each part goes to a swap file in a private directory under options.directory
+  // as soon as it is cut (its I/O waited for up to `io_timeout`), and none stays in memory. Call
+  // before the first Partition; an unusable directory fails here, naming it. The files go with
+  // ReleaseShards.
+  absl::Status SpillTo(const offload::SwapSpaceOptions& options,
+                       absl::Duration io_timeout = absl::Minutes(5));
+
   struct Part {
     std::vector<const void*> params;           // TensorImpls, in the engine's order (reversed)
     std::vector<std::vector<int64_t>> shapes;  // their full shapes
-    at::Tensor shard;                          // this rank's slices, end to end
+    int64_t numel = 0;                         // this rank's slices, end to end
+    at::Tensor shard;       // them, in memory; undefined once spilled or released
+    std::string region;     // spilled: the swap region holding them
+    bool released = false;  // adopted by an engine
   };
+  // Copies a part's slices into `dst` (part.numel elements of its dtype, contiguous), from memory
+  // or from its swap file; FailedPrecondition once released.
+  absl::Status ReadPart(const Part& part, at::Tensor dst) const;
   // The part holding `param`, or null when it was not partitioned here (or stayed whole).
   const Part* PartOf(const at::Tensor& param) const;
   // The full shape of a parameter partitioned here (its tensor now holds nothing).
   std::vector<int64_t> FullShapeOf(const at::Tensor& param) const;
   int64_t bucket_numel() const { return bucket_numel_; }
-  int64_t shard_bytes() const { return shard_bytes_; }  // slices held, all parts
-  // Frees the slices once an engine has adopted them (Engine::Create does this), so they are not
-  // held twice for the rest of the run; shapes and PartOf stay. A second engine built from this
+  int64_t shard_bytes() const { return shard_bytes_; }      // slices held in memory, all parts
+  int64_t spilled_bytes() const { return spilled_bytes_; }  // slices in swap files
+  // Frees the slices (and removes the swap files) once an engine has adopted them
+  // (Engine::Create does this), so they are not held twice for the rest of the run; shapes and
+  // PartOf stay. A second engine built from this
   // ShardedInit then fails at Create saying so.
   void ReleaseShards();
-  // The same for the part holding `param` alone, as soon as it is copied.
+  // The same for the part holding `param` alone, as soon as it is copied (a spilled part stays
+  // until ReleaseShards).
   void ReleaseShardOf(const at::Tensor& param);
 
  private:
   absl::Status PartitionOwn(torch::nn::Module& module);  // its own parameters: one part
+  absl::Status Spill(Part& part);                        // to its swap region
+  absl::Status WaitOrKeep(const offload::IoHandle& io, offload::HostBlock& block) const;
 
   comm::ProcessGroup* group_;
   int64_t bucket_numel_;
@@ -68,6 +95,11 @@ class ShardedInit {
   std::unordered_map<const void*, bool> seen_;    // every parameter Partition has taken
   int64_t persistent_numel_ = 0;
   int64_t shard_bytes_ = 0;
+  int64_t spilled_bytes_ = 0;
+  // SpillTo: where parts go, and the aligned host memory their transfers use.
+  std::unique_ptr<offload::PinnedHostPool> spill_pool_;
+  std::unique_ptr<offload::SwapSpace> spill_;
+  absl::Duration io_timeout_ = absl::Minutes(5);
 };
 
 }  // namespace zerotrain::partition

@@ -63,30 +63,49 @@ absl::StatusOr<std::unique_ptr<ShardedParams>> ShardedParams::Create(
   return s;
 }
 
-absl::Status ShardedParams::AdoptPart(int s, const ShardedInit::Part& part, at::Tensor& values) {
+absl::Status ShardedParams::CheckPart(int s, const ShardedInit::Part& part) const {
   const ShardLayout& layout = flat_->layout();
   const Segment& seg = segments_[s];
   const int first = layout.SegmentFirstParam(s), end = layout.SegmentEndParam(s);
-  if (!part.shard.defined()) {
+  if (part.released) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ZeRO stage 3: the slices ShardedInit cut for the submodule of ", Describe(first),
         " were adopted by an earlier engine and released; partition a new model for this one"));
   }
   bool same = !seg.persistent && static_cast<int>(part.params.size()) == end - first &&
-              part.shard.numel() * layout.world_size() == seg.numel;
+              part.numel * layout.world_size() == seg.numel;
   for (int p = first; same && p < end; ++p) {
     same = part.params[p - first] == flat_->params()[p].second.unsafeGetTensorImpl();
   }
-  if (!same) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ZeRO stage 3: the submodule of ", Describe(first),
-        " was partitioned at construction "
-        "(ShardedInit) with ",
-        part.params.size(), " parameter(s), but the engine groups ", end - first, " there",
-        seg.persistent ? " and keeps them whole" : "",
-        "; partition each submodule once, after it is complete, with the engine's options"));
+  if (same) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "ZeRO stage 3: the submodule of ", Describe(first),
+      " was partitioned at construction (ShardedInit) with ", part.params.size(),
+      " parameter(s), but the engine groups ", end - first, " there",
+      seg.persistent ? " and keeps them whole" : "",
+      "; partition each submodule once, after it is complete, with the engine's options"));
+}
+
+absl::Status ShardedParams::FillSegment(int s, const NamedTensors& params, ShardedInit* init,
+                                        at::Tensor dst) {
+  const ShardLayout& layout = flat_->layout();
+  const int first = layout.SegmentFirstParam(s), end = layout.SegmentEndParam(s);
+  const ShardedInit::Part* part = init ? init->PartOf(params[first].second) : nullptr;
+  if (part != nullptr) {
+    ZT_RETURN_IF_ERROR(init->ReadPart(*part, dst));  // from memory, or its swap file
+    init->ReleaseShardOf(params[first].second);
+    return absl::OkStatus();
   }
-  values.narrow(0, seg.begin / layout.world_size(), part.shard.numel()).copy_(part.shard);
+  dst.zero_();  // padding
+  const int64_t begin = segments_[s].begin / layout.world_size();
+  for (int i = first; i < end; ++i) {
+    const at::Tensor full = params[i].second.detach().reshape({-1});
+    for (const ParamPiece& piece : layout.PiecesOf(i)) {
+      if (piece.rank != group_->rank()) continue;
+      dst.narrow(0, piece.shard_offset - begin, piece.numel)
+          .copy_(full.narrow(0, piece.param_offset, piece.numel));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -95,7 +114,6 @@ absl::Status ShardedParams::Init(const NamedTensors& params, ShardedInit* init,
   const ShardLayout& layout = flat_->layout();
   c10::NoGradGuard no_grad;
   SkipGatherOnUse skip;
-  at::Tensor values = at::zeros({layout.shard_numel()}, flat_->options());
   std::vector<int64_t> segment_numel;
   int64_t persistent_total = 0;
   segment_of_.assign(params.size(), 0);
@@ -118,39 +136,39 @@ absl::Status ShardedParams::Init(const NamedTensors& params, ShardedInit* init,
   }
   order_ = std::make_unique<FetchOrder>(std::move(segment_numel));
   order_->BeginIteration();
-  const int rank = group_->rank();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = params[i].second;
+    const ShardedInit::Part* part = init ? init->PartOf(p) : nullptr;
+    shapes_.push_back(part != nullptr ? init->FullShapeOf(p) : p.sizes().vec());
+    if (part == nullptr) continue;
+    const int s = segment_of_[i];
+    const int first = layout.SegmentFirstParam(s);
+    if (init->PartOf(params[first].second) != part) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ZeRO stage 3: ", Describe(static_cast<int>(i)),
+          " was partitioned at construction (ShardedInit) apart from the other parameters of its "
+          "submodule; partition each submodule once, after it is complete"));
+    }
+    if (static_cast<int>(i) == first) ZT_RETURN_IF_ERROR(CheckPart(s, *part));
+  }
+  // One part per segment, a gather reads exactly one part, and the shard is built a part at a
+  // time from the parameters' values before they are replaced below: never whole beside them.
+  std::vector<int64_t> part_starts;
+  for (const Segment& seg : segments_) part_starts.push_back(seg.begin / layout.world_size());
+  ParamShard::Source source;
+  source.numel = layout.shard_numel();
+  source.options = flat_->options();
+  source.fill = [&](int s, at::Tensor dst) { return FillSegment(s, params, init, std::move(dst)); };
+  ZT_ASSIGN_OR_RETURN(shard_,
+                      ParamShard::Create(std::move(source), std::move(part_starts), shard_options));
+  transfer_ = shard_options.transfer;
+  transfer_timeout_ = shard_options.io_timeout;
   storages_.resize(params.size());
   full_.resize(params.size());
   empty_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    at::Tensor p = params[i].second;
-    const ShardedInit::Part* part = init ? init->PartOf(p) : nullptr;
-    if (part != nullptr) {
-      shapes_.push_back(init->FullShapeOf(p));
-      const int s = segment_of_[i];
-      const int first = layout.SegmentFirstParam(s);
-      if (init->PartOf(params[first].second) != part) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "ZeRO stage 3: ", Describe(static_cast<int>(i)),
-            " was partitioned at construction "
-            "(ShardedInit) apart from the other parameters of its submodule; partition each "
-            "submodule once, after it is complete"));
-      }
-      if (static_cast<int>(i) == first) {
-        ZT_RETURN_IF_ERROR(AdoptPart(s, *part, values));
-        // Copied into the shard: freed now, so the slices are never all held twice.
-        init->ReleaseShardOf(p);
-      }
-    } else {
-      shapes_.push_back(p.sizes().vec());
-      const at::Tensor full = p.detach().reshape({-1});
-      for (const ParamPiece& piece : layout.PiecesOf(static_cast<int>(i))) {
-        if (piece.rank != rank) continue;
-        values.narrow(0, piece.shard_offset, piece.numel)
-            .copy_(full.narrow(0, piece.param_offset, piece.numel));
-      }
-    }
     if (segments_[segment_of_[i]].persistent) continue;  // Refresh points it at its buffer
+    at::Tensor p = params[i].second;
     storages_[i] = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
         c10::StorageImpl::use_byte_size_t(), 0, c10::DataPtr(nullptr, p.device()),
         /*allocator=*/nullptr, /*resizable=*/false));
@@ -159,13 +177,6 @@ absl::Status ShardedParams::Init(const NamedTensors& params, ShardedInit* init,
     RegisterGatherOnUse(storages_[i].unsafeGetStorageImpl(), this, static_cast<int>(i));
     p.set_data(windows_ > 0 ? full_[i] : empty_[i]);  // the original values go with this
   }
-  transfer_ = shard_options.transfer;
-  transfer_timeout_ = shard_options.io_timeout;
-  // One part per segment: a gather reads exactly one part.
-  std::vector<int64_t> part_starts;
-  for (const Segment& seg : segments_) part_starts.push_back(seg.begin / layout.world_size());
-  ZT_ASSIGN_OR_RETURN(shard_,
-                      ParamShard::Create(std::move(values), std::move(part_starts), shard_options));
   return absl::OkStatus();
 }
 

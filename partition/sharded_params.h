@@ -110,9 +110,12 @@ class ShardedParams : public GatherOnUseOwner {
       : group_(group), options_(options) {}
   absl::Status Init(const NamedTensors& params, ShardedInit* init,
                     const ParamShardOptions& shard_options);
-  // Segment s's slices from a part ShardedInit cut into `values` (the shard being built), after
-  // checking it holds the same parameters.
-  absl::Status AdoptPart(int s, const ShardedInit::Part& part, at::Tensor& values);
+  // Whether the part ShardedInit cut for segment s holds the same parameters, so its slices are
+  // the segment's.
+  absl::Status CheckPart(int s, const ShardedInit::Part& part) const;
+  // Segment s's owned values into `dst` (its part of the shard being built): ShardedInit's slices
+  // (then released, so they are never all held twice) or this rank's pieces of the full values.
+  absl::Status FillSegment(int s, const NamedTensors& params, ShardedInit* init, at::Tensor dst);
   // A shard that cannot be read (an NVMe fault) still launches the gathers, with zeros, so the
   // ranks' collectives stay paired; the error is kept in failed_ and returned by Finish.
   void StartGather(int segment, bool prefetch);

@@ -38,7 +38,8 @@ const char* const kStepPhases[] = {"forward", "backward", "step"};
 
 struct Peaks {
   std::map<std::string, double> rss, allocated;  // MiB, by phase, the largest rank's
-  double run_rss = 0, run_allocated = 0, model_states = 0;
+  double run_rss = 0, run_allocated = 0;
+  double model_states = -1;  // none found
 };
 
 // The summary's "memory by phase" rows and its "model states X MiB per rank".
@@ -97,7 +98,7 @@ Peaks RunCase(const std::string& name, const std::string& zero, bool bf16,
     std::printf(" %s %.0f / %.0f,", phase.c_str(), mib, p.allocated[phase]);
   std::printf("\n");
   EXPECT_EQ(p.allocated.count("backward"), 1u) << r.out;
-  EXPECT_GT(p.model_states, 0) << r.out;
+  EXPECT_GE(p.model_states, 0) << r.out;
   return p;
 }
 
@@ -169,7 +170,10 @@ TEST(MemoryPromiseTest, NvmeOffloadSavesAtLeastHalfOfWhatMovesOut) {
                   "\" buffer_size: 500000 buffer_count: 4 max_in_cpu: 500000 } ");
   const Peaks on_nvme = RunCase("s3_nvme", zero, false);
   const double moved = none.model_states - on_nvme.model_states;
-  EXPECT_GT(moved, 0.7 * none.model_states);
+  // All of it: the state, the parameter shard and, since the gradients went with the state, the
+  // gradient shard too.
+  EXPECT_EQ(on_nvme.model_states, 0);
+  EXPECT_GT(none.model_states, 0);
   // The whole run, the checkpoint save included: it streams the state a sub-group at a time.
   EXPECT_LE(on_nvme.run_rss, none.run_rss - moved / 2);
   ExpectNoPhaseAboveTheSteps(on_nvme, "nvme");

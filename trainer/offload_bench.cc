@@ -1,19 +1,19 @@
 // offload_bench: what offload (cpu = ZeRO-Offload, nvme = ZeRO-Infinity; at stage 3 both the
 // optimizer state and the parameter shard, with a live budget of 1e7 elements) costs and buys,
-// as three markdown tables from one run (docs/BENCHMARKS.md): 1. step time, peak RSS and state
-// bytes of a GPT (fp32 AdamW) at stages 2 and 3 x offload none/cpu/nvme; 2. the disk's sequential
-// throughput next to a SubGroupStore swapping the same bytes (target: ratio >= 0.70); 3. the
-// largest GPT (n_layer at n_embd 512) stage 2 / 3 / 3+cpu / 3+nvme train while a memory cgroup
-// caps all ranks together.
+// as markdown tables (docs/BENCHMARKS.md): 1. step time, peak RSS and state bytes of a GPT (fp32
+// AdamW) at stages 2 and 3 x offload none/cpu/nvme; 2. the disk's sequential throughput next to a
+// SubGroupStore swapping the same bytes (target: ratio >= 0.70); 3. the largest GPT (n_layer at
+// n_embd 512) stage 2 / 3 / 3+cpu / 3+nvme train while a memory cgroup caps all ranks together;
+// 4 (only when asked for): where stage 3 + nvme peaks at --layers of n_embd 512, by phase.
 //   bazel run -c opt //trainer:offload_bench [-- --world=2 --steps=5 --layers=8 --embd=512
 //     --sub_group=4194304 --nvme_dir=/tmp --io_mib=1024 --cap_mib=3072 --max_layers=96
-//     --checkpoint_every=0 --only=1,2,3]
+//     --checkpoint_every=0 --only=1,2,3 (or 4) --fit=2,3,3cpu,3nvme]
 // --checkpoint_every=k recomputes every k-th block's activations in backward (recompute/), in
-// every configuration.
-// Each row is its own LaunchRanks of this binary (--role=step|fit), so a rank's peak RSS belongs
-// to one configuration. Table 1 runs first because a rank's ru_maxrss starts at the launcher's
-// peak (posix_spawn shares the launcher's memory until exec). Swap files go in a fresh directory
-// under --nvme_dir ($TMPDIR or /tmp by default), removed at the end.
+// every configuration; --fit picks table 3's configurations.
+// Each row is its own LaunchRanks of this binary (--role=step|fit|phases), so a rank's peak RSS
+// belongs to one configuration. Table 1 runs first because a rank's ru_maxrss starts at the
+// launcher's peak (posix_spawn shares the launcher's memory until exec). Swap files go in a fresh
+// directory under --nvme_dir ($TMPDIR or /tmp by default), removed at the end.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -41,6 +41,7 @@
 #include "comm/comm.h"
 #include "comm/launcher.h"
 #include "engine/engine.h"
+#include "engine/tensor_memory.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
 #include "offload/swap_file.h"
@@ -61,6 +62,7 @@ struct Flags {  // --stage, --offload, --role: what the driver tells a rank
   int64_t world = 2, steps = 5, layers = 8, embd = 512, sub_group = int64_t{1} << 22, io_mib = 1024,
           cap_mib = 3072, max_layers = 96, stage = 2, checkpoint_every = 0;
   std::string nvme_dir, only = "1,2,3", offload = "none", role;
+  std::string fit = "2,3,3cpu,3nvme";  // table 3's configurations
 };
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
@@ -71,8 +73,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       {"sub_group", &f.sub_group}, {"io_mib", &f.io_mib},
       {"cap_mib", &f.cap_mib},     {"max_layers", &f.max_layers},
       {"stage", &f.stage},         {"checkpoint_every", &f.checkpoint_every}};
-  std::map<std::string, std::string*> strings = {
-      {"nvme_dir", &f.nvme_dir}, {"only", &f.only}, {"offload", &f.offload}, {"role", &f.role}};
+  std::map<std::string, std::string*> strings = {{"nvme_dir", &f.nvme_dir},
+                                                 {"only", &f.only},
+                                                 {"offload", &f.offload},
+                                                 {"role", &f.role},
+                                                 {"fit", &f.fit}};
   std::vector<std::string> unknown;
   for (int i = 1; i < argc; ++i) {
     std::vector<std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
@@ -88,10 +93,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
         absl::StrCat("unknown flags: ", absl::StrJoin(unknown, " "),
                      " (flags: --world --steps --layers --embd "
                      "--sub_group --nvme_dir --io_mib --cap_mib --max_layers --checkpoint_every "
-                     "--only=1,2,3)"));
+                     "--only=1,2,3,4 --fit=2,3,3cpu,3nvme)"));
   for (absl::string_view t : absl::StrSplit(f.only, ','))
-    if (t != "1" && t != "2" && t != "3")
-      return absl::InvalidArgumentError(absl::StrCat("--only=", f.only, ": tables are 1, 2, 3"));
+    if (t != "1" && t != "2" && t != "3" && t != "4")
+      return absl::InvalidArgumentError(absl::StrCat("--only=", f.only, ": tables are 1-4"));
   if (f.stage < 2 || f.stage > 3 || std::count(kOffloads.begin(), kOffloads.end(), f.offload) == 0)
     return absl::InvalidArgumentError("--stage is 2 or 3, --offload none, cpu or nvme");
   return f;
@@ -107,13 +112,26 @@ GptOptions Model(int64_t layers, int64_t embd) {
   return g;
 }
 
-// ---- A rank: the GPT and its engine; 2 steps, then (role=step) --steps timed ones and a row.
+// ---- A rank: the GPT and its engine; 2 steps, then (role=step, phases) --steps more and a row.
 
 struct Run {
   std::unique_ptr<partition::ShardedInit> init;  // stage 3; outlives the engine
   std::shared_ptr<Gpt> model;
   std::unique_ptr<engine::Engine> engine;
+  double construction_mib = 0, create_mib = 0;  // peak RSS of each (role=phases)
 };
+
+// The peak RSS (VmHWM) since the process started or the last call, in MiB; the kernel's peak is
+// reset after reading it (clear_refs 5), so each call sees one phase.
+double PhasePeakMiB() {
+  std::ifstream status("/proc/self/status");
+  double kib = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (absl::StartsWith(line, "VmHWM:")) kib = std::strtod(line.c_str() + 6, nullptr);
+  }
+  std::ofstream("/proc/self/clear_refs") << "5";
+  return kib / 1024;
+}
 
 absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
   engine::EngineOptions o;
@@ -142,15 +160,24 @@ absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
   if (o.stage == 3) {  // partitioned while it is built, as training_run.cc does: never whole
     r.init =
         std::make_unique<partition::ShardedInit>(group, engine::Stage3BucketNumel(o), o.stage3);
+    // As //trainer:main does: with the shard on NVMe, its slices go there as they are cut.
+    if (o.offload_param.device == engine::OffloadDevice::kNvme) {
+      ZT_RETURN_IF_ERROR(r.init->SpillTo({o.offload_param.nvme_path, o.offload_param.aio}));
+    }
     g.after_submodule = [&](const std::string&, torch::nn::Module& m) {
       if (partitioned.ok()) partitioned = r.init->Partition(m);
     };
     o.sharded_init = r.init.get();
   }
+  // As //trainer:main does: the model's large blocks are mapped by the counter too, so what
+  // ShardedInit frees (each submodule's full values) goes back rather than into glibc's heaps.
+  engine::InstallCpuTensorCounter();
   torch::manual_seed(0);
   ZT_ASSIGN_OR_RETURN(r.model, MakeGpt(g));
   ZT_RETURN_IF_ERROR(partitioned);
+  r.construction_mib = PhasePeakMiB();
   ZT_ASSIGN_OR_RETURN(r.engine, engine::Engine::Create(*r.model, o, group));
+  r.create_mib = PhasePeakMiB();
   return absl::OkStatus();
 }
 
@@ -172,12 +199,22 @@ absl::Status RankMain(const Flags& f) {
   Run r;
   ZT_RETURN_IF_ERROR(Build(f, group.get(), r));
   std::vector<double> ms;
-  for (int64_t i = 0; i < 2 + (f.role == "step" ? f.steps : 0); ++i) {
+  for (int64_t i = 0; i < 2 + (f.role == "fit" ? 0 : f.steps); ++i) {
     ZT_RETURN_IF_ERROR(group->Barrier());
     const double start = Now();
     ZT_RETURN_IF_ERROR(TrainStep(r));
     ZT_RETURN_IF_ERROR(group->Barrier());
     if (i >= 2) ms.push_back(1e3 * (Now() - start));
+  }
+  if (f.role == "phases") {
+    at::Tensor peaks = at::tensor({r.construction_mib, r.create_mib, PhasePeakMiB()}, at::kDouble);
+    ZT_RETURN_IF_ERROR(group->AllReduce(peaks, comm::ReduceOp::kMax));
+    const double* p = peaks.data_ptr<double>();
+    if (group->rank() == 0) {
+      std::printf("| %lld | %lld | %.0f | %.0f | %.0f |\n", (ll)f.layers,
+                  (ll)GptParameterCount(Model(f.layers, f.embd)), p[0], p[1], p[2]);
+    }
+    return absl::OkStatus();
   }
   if (f.role != "step") return absl::OkStatus();
   rusage usage{};
@@ -321,6 +358,24 @@ absl::StatusOr<Rate> SwapRate(const std::string& dir, int64_t mib, int64_t sub_g
   return rate;
 }
 
+// ", activations recomputed every k blocks", when --checkpoint_every asks for it.
+std::string RecomputeNote(const Flags& f) {
+  if (f.checkpoint_every == 0) return "";
+  return absl::StrCat(", activations recomputed every ", f.checkpoint_every, " blocks");
+}
+
+// One stage 3 + nvme run at --layers: which phase sets a rank's peak.
+absl::Status Table4(const Flags& f, const std::string& dir) {
+  std::printf(
+      "\n## 4. Peak RSS by phase, stage 3 + nvme (n_embd %lld, 8 heads, block %lld; fp32 AdamW, "
+      "%lld ranks, micro batch %lld%s; the larger rank's VmHWM, reset between phases)\n\n"
+      "| n_layer | parameters | construction (ShardedInit) MiB | Engine::Create MiB | %lld steps "
+      "MiB |\n|---|---|---|---|---|\n",
+      (ll)kFitEmbd, (ll)kSeq, (ll)f.world, (ll)kMicro, RecomputeNote(f).c_str(), (ll)(2 + f.steps));
+  std::fflush(stdout);
+  return Launch(f, "phases", 3, "nvme", f.layers, kFitEmbd, dir);
+}
+
 // Three rounds, disk and swap taking turns so that drift on a shared disk hits both alike; the
 // median of each column and of each ratio.
 absl::Status Table2(const Flags& f, const std::string& dir) {
@@ -414,14 +469,14 @@ absl::Status Table3(const Flags& f, const std::string& dir) {
       "%lld ranks, micro batch %lld%s) that runs Engine::Create + 2 steps with all ranks "
       "capped at %lld MiB together (%s)\n\n| config | largest n_layer | parameters | "
       "first failing n_layer | how it failed |\n|---|---|---|---|---|\n",
-      (ll)kFitEmbd, (ll)kSeq, (ll)f.world, (ll)kMicro,
-      f.checkpoint_every > 0
-          ? absl::StrCat(", activations recomputed every ", f.checkpoint_every, " blocks").c_str()
-          : "",
-      (ll)f.cap_mib, (*cap)->description().c_str());
+      (ll)kFitEmbd, (ll)kSeq, (ll)f.world, (ll)kMicro, RecomputeNote(f).c_str(), (ll)f.cap_mib,
+      (*cap)->description().c_str());
   std::fflush(stdout);
+  const std::vector<std::string> fits = absl::StrSplit(f.fit, ',');
   for (auto [stage, offload] :
        {std::pair<int, std::string>{2, "none"}, {3, "none"}, {3, "cpu"}, {3, "nvme"}}) {
+    const std::string name = absl::StrCat(stage, offload == "none" ? "" : offload);
+    if (std::find(fits.begin(), fits.end(), name) == fits.end()) continue;
     ZT_ASSIGN_OR_RETURN(Fit fit, Largest(f, **cap, stage, offload, dir));
     std::printf("| stage %d%s | %lld | %lld | %s | %s |\n", stage,
                 offload == "none" ? "" : (", offload " + offload).c_str(), (ll)fit.largest,
@@ -450,6 +505,7 @@ absl::Status Drive(const Flags& f) {
   if (absl::StrContains(f.only, "1")) result.Update(Table1(f, dir));
   if (absl::StrContains(f.only, "2")) result.Update(Table2(f, dir));
   if (absl::StrContains(f.only, "3")) result.Update(Table3(f, dir));
+  if (absl::StrContains(f.only, "4")) result.Update(Table4(f, dir));
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
   return result;

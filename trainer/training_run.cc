@@ -92,6 +92,11 @@ absl::Status Setup(Trainer& t) {
   if (engine_options.stage == 3) {
     t.sharded_init = std::make_unique<partition::ShardedInit>(
         t.group, engine::Stage3BucketNumel(engine_options), engine_options.stage3);
+    // With the parameter shard on NVMe, its slices go there as they are cut, not to memory.
+    const engine::ParamOffloadOptions& param = engine_options.offload_param;
+    if (param.device == engine::OffloadDevice::kNvme) {
+      ZT_RETURN_IF_ERROR(t.sharded_init->SpillTo({param.nvme_path, param.aio}));
+    }
     after_submodule = [&](const std::string& name, torch::nn::Module& m) {
       if (partitioned.ok() && weights) {
         partitioned = weights->Load(name, m, /*copy=*/t.group->rank() == 0);
