@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "comm/backend_kind.h"
 #include "comm/comm_log.h"
 #include "comm/rendezvous.h"
 #include "comm/serial_executor.h"
@@ -31,8 +32,6 @@ struct Transfer;
 // one host; it copies each byte once in and once out where loopback TCP costs several copies and
 // the kernel's time, so it is the faster choice for CPU ranks of one machine (docs/COMM.md).
 // kNccl: CUDA tensors.
-enum class BackendKind { kGloo, kNccl, kShm };
-
 struct GroupOptions {
   BackendKind backend = BackendKind::kGloo;
   // Bounds the rendezvous and every collective: a rank that dies or never calls makes the others

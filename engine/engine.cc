@@ -59,6 +59,13 @@ partition::NamedTensors TrainableParams(torch::nn::Module& module, std::vector<i
   return named;
 }
 
+// Stages 0-2's gradients, ZeRO's definition: stage 1 shards the optimizer state (a rank steps its
+// owned slices of the full gradients), stage 2 the gradients too.
+partition::GradKeeping FlatKeeping(int stage) {
+  if (stage == 0) return partition::GradKeeping::kWhole;
+  return stage == 1 ? partition::GradKeeping::kOwnedSlices : partition::GradKeeping::kShard;
+}
+
 // The options that only some stages take. The stage decides nothing else here: Create hands the
 // parameters to the store of that stage.
 absl::Status CheckStageOptions(const EngineOptions& o, const std::string& where) {
@@ -195,9 +202,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   in.params = std::move(named);
   in.segment_starts = std::move(segment_starts);
   in.shard = e->ParamShardOptionsFor();
-  // The one choice by stage: every later difference between the stages is the store's.
-  ZT_ASSIGN_OR_RETURN(e->store_,
-                      options.stage == 3 ? ShardedStore::Create(in) : FlatStore::Create(in));
+  // The one choice by stage: every later difference between the stages is the store's, and the
+  // gradients the reducer keeps are the ones the store steps.
+  ZT_ASSIGN_OR_RETURN(e->store_, options.stage == 3
+                                     ? ShardedStore::Create(in)
+                                     : FlatStore::Create(in, FlatKeeping(options.stage)));
   // What the store copied in and freed (ShardedInit's slices, allocated before the counter and so
   // in glibc's heaps) goes back to the system before the optimizer state is built.
   ReturnFreedHostMemory();
@@ -208,7 +217,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   }
   ZT_RETURN_IF_ERROR(e->BroadcastFrozenState());
   partition::ReducerOptions ro;
-  ro.stage = std::min(options.stage, 2);  // stage 3 reduces gradients as stage 2 does
+  ro.keeping = e->store_->grad_keeping();
   ro.overlap_comm = options.overlap_comm;
   ro.reduce_scatter = options.reduce_scatter;
   // With offload_optimizer from a GPU, a bucket's gradients start for host memory as soon as they

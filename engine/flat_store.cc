@@ -1,5 +1,6 @@
-// FlatStore: stages 0-2's flat buffer, its master runs, the stage 1/2 all-gather after a step,
-// and the stage 0 checkpoint layout (one rank's, without the padding between dtype groups).
+// FlatStore: stages 0-2's flat buffer, its master runs (whole or this rank's slices), the
+// all-gather of a sharded master after a step, and the whole master's checkpoint layout (one
+// rank's, without the padding between dtype groups).
 #include "engine/flat_store.h"
 
 #include <ATen/ATen.h>
@@ -12,14 +13,15 @@
 
 namespace zerotrain::engine {
 
-absl::StatusOr<std::unique_ptr<ParamStore>> FlatStore::Create(const ParamStoreInputs& in) {
+absl::StatusOr<std::unique_ptr<ParamStore>> FlatStore::Create(const ParamStoreInputs& in,
+                                                              partition::GradKeeping keeping) {
   comm::ProcessGroup* group = in.group;
   const std::string where = absl::StrCat("Engine::Create on rank ", group->rank(), ": ");
   auto flat =
       partition::FlatParams::Create(in.params, group->world_size(), in.options->reduce_bucket_size);
   ZT_RETURN_IF_ERROR(AgreeAllOk(group, flat.status(), where));
   std::unique_ptr<FlatStore> store(
-      new FlatStore(std::move(*flat), group, in.options->stage, in.options->allgather_bucket_size));
+      new FlatStore(std::move(*flat), group, keeping, in.options->allgather_bucket_size));
   ZT_RETURN_IF_ERROR(store->BroadcastFlat());
   return std::unique_ptr<ParamStore>(std::move(store));
 }
@@ -40,12 +42,12 @@ absl::Status FlatStore::BroadcastFlat() {
 }
 
 int64_t FlatStore::master_numel() const {
-  return stage_ == 0 ? flat_.layout().padded_numel() : flat_.layout().shard_numel();
+  return whole_ ? flat_.layout().padded_numel() : flat_.layout().shard_numel();
 }
 
 std::vector<ModelRun> FlatStore::ModelRuns() const {
   std::vector<ModelRun> runs;
-  if (stage_ == 0) {
+  if (whole_) {
     for (const partition::FlatGroup& g : flat_.groups())
       runs.push_back({g.begin, g.begin, g.numel});
     return runs;
@@ -60,13 +62,13 @@ std::vector<ModelRun> FlatStore::ModelRuns() const {
 
 std::vector<MasterRun> FlatStore::MasterRunsOf(int i) const {
   const partition::ShardLayout& layout = flat_.layout();
-  if (stage_ == 0) return {{i, 0, layout.param_numel(i), layout.param_offset(i)}};
+  if (whole_) return {{i, 0, layout.param_numel(i), layout.param_offset(i)}};
   return OwnedRuns(layout, i, group_->rank());
 }
 
 bool FlatStore::ModelCanBeMaster() const {
-  // Only stage 0 holds the whole master, laid out as the flat buffer.
-  return stage_ == 0 && flat_.groups().size() == 1 && flat_.groups()[0].dtype == at::kFloat;
+  // Only a whole master is laid out as the flat buffer.
+  return whole_ && flat_.groups().size() == 1 && flat_.groups()[0].dtype == at::kFloat;
 }
 
 absl::StatusOr<at::Tensor> FlatStore::ModelRange(int64_t begin, int64_t numel) const {
@@ -83,7 +85,7 @@ absl::Status FlatStore::ForEachStepPiece(int64_t begin, int64_t end, bool aliase
 }
 
 absl::Status FlatStore::PublishUpdate(const std::string& where) {
-  return stage_ == 0 ? absl::OkStatus() : GatherParams();
+  return whole_ ? absl::OkStatus() : GatherParams();
 }
 
 absl::Status FlatStore::GatherParams() {
@@ -148,8 +150,8 @@ void FlatStore::AddParamBytes(ModelStateBytes* bytes) const {
 }
 
 std::vector<MasterSpan> FlatStore::CheckpointSpans(int64_t master_numel) const {
-  if (stage_ > 0) return {{0, master_numel}};
-  // Stage 0's master is the whole padded model: its 1-rank layout leaves out the padding that
+  if (!whole_) return {{0, master_numel}};
+  // A whole master is the whole padded model: its 1-rank layout leaves out the padding that
   // starts each dtype group on a multiple of the world size (one group has none before its end).
   const partition::ShardLayout& layout = flat_.layout();
   if (flat_.groups().size() == 1) return {{0, layout.numel()}};

@@ -66,8 +66,10 @@ class ParamStore {
   // Elements [begin, begin + numel) of the model's copy in model coordinates: a view where it is
   // resident, a copy where offload_param keeps it on NVMe.
   virtual absl::StatusOr<at::Tensor> ModelRange(int64_t begin, int64_t numel) const = 0;
+  // Which reduced gradients a rank keeps: what the reducer is built for.
+  virtual partition::GradKeeping grad_keeping() const = 0;
   // Whether each rank holds a disjoint part of the gradients (the global norm needs a sum).
-  virtual bool grads_sharded() const = 0;
+  bool grads_sharded() const { return grad_keeping() != partition::GradKeeping::kWhole; }
 
   // --- A micro step. Forward and backward open a window in which parameters are readable.
   virtual void BeginForward() {}

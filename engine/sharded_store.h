@@ -25,7 +25,7 @@ class ShardedStore : public ParamStore {
   std::vector<MasterRun> MasterRunsOf(int param) const override;
   bool ModelCanBeMaster() const override;
   absl::StatusOr<at::Tensor> ModelRange(int64_t begin, int64_t numel) const override;
-  bool grads_sharded() const override { return true; }
+  partition::GradKeeping grad_keeping() const override { return partition::GradKeeping::kShard; }
 
   void BeginForward() override;
   void EndForward() override { sharded_->CloseWindow(); }

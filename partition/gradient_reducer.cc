@@ -1,7 +1,7 @@
-// Bucketed gradient reduction for ZeRO stages 0-3 (see gradient_reducer.h).
+// Bucketed gradient reduction for ZeRO stages 0-3 (see gradient_reducer.h): the hooks, the bucket
+// order and the communication; the gradients' memory is grad_buffers.h's.
 #include "partition/gradient_reducer.h"
 
-#include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "offload/memory_roles.h"
+#include "partition/grad_buffers.h"
 
 namespace zerotrain::partition {
 
@@ -44,10 +44,6 @@ class TakeGradHook : public torch::autograd::PostAccumulateGradHook {
 absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(comm::ProcessGroup* group,
                                                                          const FlatParams* params,
                                                                          ReducerOptions options) {
-  if (options.stage < 0 || options.stage > 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GradientReducer: stage ", options.stage, " (stages 0, 1 and 2 exist)"));
-  }
   if (params->layout().world_size() != group->world_size()) {
     return absl::InvalidArgumentError(absl::StrCat("GradientReducer: layout for ",
                                                    params->layout().world_size(),
@@ -70,28 +66,24 @@ absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(comm::P
 
 GradientReducer::GradientReducer(comm::ProcessGroup* group, const FlatParams* params,
                                  ReducerOptions options)
-    : group_(group), params_(params), options_(options) {
+    : group_(group),
+      params_(params),
+      options_(options),
+      scratch_(std::make_unique<ScratchBuffers>(params->options())) {
   const ShardLayout& layout = params->layout();
-  const int nb = static_cast<int>(layout.buckets().size());
-  bucket_param_count_.assign(nb, 0);
+  bucket_param_count_.assign(layout.buckets().size(), 0);
   for (const LayoutBucket& b : layout.buckets())
     largest_bucket_ = std::max(largest_bucket_, b.numel);
   for (int i = 0; i < params->num_params(); ++i) {
-    pieces_.push_back(layout.PiecesOf(i));
     std::vector<int> buckets;
-    for (const ParamPiece& piece : pieces_.back()) {
+    for (const ParamPiece& piece : layout.PiecesOf(i)) {
       if (buckets.empty() || buckets.back() != piece.bucket) buckets.push_back(piece.bucket);
     }
     for (int b : buckets) ++bucket_param_count_[b];
     param_buckets_.push_back(std::move(buckets));
   }
-  offload::MemoryRoleScope role(offload::MemoryRole::kGradients);
-  if (options.stage == 2) {
-    if (sink() == nullptr) grad_shard_ = params->NewShard();
-    staging_.resize(nb);
-  } else {
-    flat_grad_ = params->NewFlat();
-  }
+  grads_ = GradBuffers::Create(params, group->rank(), options.keeping, options.grad_sink,
+                               scratch_.get());
 }
 
 GradientReducer::~GradientReducer() {
@@ -106,66 +98,16 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::BeginBackward(bool reduce) {
   active_ = true;
-  reduce_ = reduce || options_.stage == 2;
+  reduce_ = reduce || grads_->reduces_every_backward();
   boundary_ = reduce;
   arrived_.assign(params_->num_params(), false);
   waiting_ = bucket_param_count_;
   next_bucket_ = 0;
   hook_error_ = absl::OkStatus();
-  for (at::Tensor& t : staging_) t = at::Tensor();  // left over only after a failed backward
-  spare_.clear();
+  grads_->BeginBackward();  // left over only after a failed backward
+  scratch_->Clear();
   // A sink that cannot begin fails the backward, after its reductions (the other ranks wait).
-  if (reduce_ && sink() != nullptr) pending_error_ = sink()->Begin(accumulate_);
-}
-
-absl::Status GradientReducer::TakeReduced(const LayoutBucket& b, const at::Tensor& reduced) {
-  if (sink() != nullptr) {
-    // Once this pass has failed the sink is not fed further; the reductions still run.
-    return pending_error_.ok() ? sink()->Add(b.shard_offset, reduced) : absl::OkStatus();
-  }
-  grad_shard_.Range(b.shard_offset, b.slice).add_(reduced);
-  return absl::OkStatus();
-}
-
-at::Tensor GradientReducer::Take(int64_t numel, at::ScalarType dtype) {
-  for (size_t i = 0; i < spare_.size(); ++i) {
-    if (spare_[i].numel() == numel && spare_[i].scalar_type() == dtype) {
-      at::Tensor t = std::move(spare_[i]);
-      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
-      return t;
-    }
-  }
-  offload::MemoryRoleScope role(offload::MemoryRole::kGradientBuckets);
-  return at::empty({numel}, params_->options().dtype(dtype));
-}
-
-at::Tensor GradientReducer::Staging(int bucket) {
-  at::Tensor& t = staging_[bucket];
-  // Not zeroed: every element is either copied by a hook or zeroed by ZeroUncovered. Every
-  // bucket's buffer has the largest bucket's size, so any finished one fits.
-  if (!t.defined()) t = Take(largest_bucket_, BucketDtype(bucket));
-  return t.narrow(0, 0, params_->layout().buckets()[bucket].numel);
-}
-
-void GradientReducer::ZeroUncovered(int bucket) {
-  const ShardLayout& layout = params_->layout();
-  const LayoutBucket& b = layout.buckets()[bucket];
-  at::Tensor t = Staging(bucket);
-  const int64_t end = b.begin + b.numel;
-  // Parameters fill a bucket from its start; padding follows the last one (at the end of the
-  // buffer, or of a segment: shard_layout.h).
-  int64_t real_end = b.begin;
-  for (int p = b.first_param; p < b.end_param; ++p) {
-    real_end = std::max(real_end, layout.param_offset(p) + layout.param_numel(p));
-  }
-  real_end = std::min(real_end, end);
-  if (real_end < end) t.narrow(0, real_end - b.begin, end - real_end).zero_();
-  for (int p = b.first_param; p < b.end_param; ++p) {
-    if (arrived_[p]) continue;
-    for (const ParamPiece& piece : pieces_[p]) {
-      if (piece.bucket == bucket) t.narrow(0, piece.flat_begin - b.begin, piece.numel).zero_();
-    }
-  }
+  if (reduce_) pending_error_ = grads_->BeginPass();
 }
 
 void GradientReducer::OnGrad(int param, const at::Tensor& tensor) {
@@ -187,16 +129,7 @@ void GradientReducer::OnGrad(int param, const at::Tensor& tensor) {
     if (!slot.defined()) return;
     at::Tensor g = slot.reshape({-1});
     slot = at::Tensor();
-    if (options_.stage == 2) {
-      const auto& buckets = params_->layout().buckets();
-      for (const ParamPiece& piece : pieces_[param]) {
-        Staging(piece.bucket)
-            .narrow(0, piece.flat_begin - buckets[piece.bucket].begin, piece.numel)
-            .copy_(g.narrow(0, piece.param_offset, piece.numel));
-      }
-    } else {
-      params_->ViewOf(flat_grad_, param).view({-1}).add_(g);
-    }
+    grads_->Add(param, g);
   } catch (const c10::Error& e) {
     hook_error_ = absl::InternalError(absl::StrCat("gradient hook of '", params_->name(param),
                                                    "': ", e.what_without_backtrace()));
@@ -221,38 +154,25 @@ void GradientReducer::Launch(int bucket) {
   const ShardLayout& layout = params_->layout();
   const LayoutBucket& b = layout.buckets()[bucket];
   const int64_t owned = layout.OwnedBegin(bucket, group_->rank()) - b.begin;
-  if (options_.stage == 2) ZeroUncovered(bucket);
   PendingReduction launch;
-  at::Tensor in = options_.stage == 2 ? Staging(bucket) : flat_grad_.Range(b.begin, b.numel);
-  // The input is scratch (stage 1 keeps only its owned slice, stage 2 drops the staging), so where
-  // the transport's reduce-scatter would copy it whole and all-reduce the copy, all-reducing it in
-  // place gives the same owned slice without the copy or an output buffer.
-  if (options_.stage == 0 || !options_.reduce_scatter || group_->reduce_scatter_copies_input()) {
+  at::Tensor in = grads_->Input(bucket, arrived_);
+  // The input is scratch (only the owned slice is kept), so where the transport's reduce-scatter
+  // would copy it whole and all-reduce the copy, all-reducing it in place gives the same owned
+  // slice without the copy or an output buffer.
+  if (grads_->keeps_whole_buckets() || !options_.reduce_scatter ||
+      group_->reduce_scatter_copies_input()) {
     launch.work = group_->AllReduceAsync(in, ReduceOp::kAvg);
-    if (options_.stage == 2) {
-      launch.after.push_back(
-          [this, &b, in, owned] { return TakeReduced(b, in.narrow(0, owned, b.slice)); });
-    }
+    launch.after.push_back([this, bucket, in, owned, slice = b.slice] {
+      return grads_->Keep(bucket, in.narrow(0, owned, slice));
+    });
   } else {
-    at::Tensor buffer = Take(largest_bucket_ / layout.world_size(), BucketDtype(bucket));
+    at::Tensor buffer = scratch_->Take(largest_bucket_ / layout.world_size(), in.scalar_type());
     at::Tensor out = buffer.narrow(0, 0, b.slice);
     launch.work = group_->ReduceScatterAsync(in, out, ReduceOp::kAvg);
-    launch.after.push_back([this, &b, in, out, buffer, owned]() mutable {
-      absl::Status s;
-      if (options_.stage == 2) {
-        s = TakeReduced(b, out);
-      } else {
-        in.narrow(0, owned, b.slice).copy_(out);
-      }
-      spare_.push_back(buffer);
+    launch.after.push_back([this, bucket, out, buffer]() mutable {
+      absl::Status s = grads_->Keep(bucket, out);
+      scratch_->Return(std::move(buffer));
       return s;
-    });
-  }
-  if (options_.stage == 2) {
-    launch.after.push_back([this, bucket] {
-      spare_.push_back(staging_[bucket]);
-      staging_[bucket] = at::Tensor();
-      return absl::OkStatus();
     });
   }
   launch.bucket = bucket;
@@ -276,8 +196,8 @@ void GradientReducer::Drain(size_t keep) {
       try {
         c10::NoGradGuard no_grad;
         for (auto& f : p.after) s.Update(f());
-        if (boundary_ && options_.stage > 0 && options_.on_owned_final && sink() == nullptr) {
-          options_.on_owned_final(OwnedGrad(p.bucket));
+        if (boundary_ && options_.on_owned_final && grads_->holds_owned_slices()) {
+          options_.on_owned_final(grads_->OwnedOf(p.bucket));
         }
       } catch (const c10::Error& e) {
         s = absl::InternalError(absl::StrCat("gradient copy-out: ", e.what_without_backtrace()));
@@ -308,13 +228,8 @@ absl::Status GradientReducer::FinishBackward(bool ignore_unused) {
     LaunchReady();
   }
   Drain(0);
-  spare_.clear();  // between steps a rank holds only its gradient shard (stage 2)
-  if (reduce_ && sink() != nullptr) {
-    if (pending_error_.ok()) pending_error_ = sink()->Finish();
-    // A pass that failed part-way leaves nothing to sum onto (the sink's sub-groups past the
-    // failure hold older gradients): the next pass replaces them, starting the accumulation over.
-    accumulate_ = pending_error_.ok();
-  }
+  scratch_->Clear();  // between steps a rank holds only the gradients it keeps
+  if (reduce_) pending_error_ = grads_->FinishPass(pending_error_);
   absl::Status waited = pending_error_;
   pending_error_ = absl::OkStatus();
   for (const auto& [name, p] : params_->params()) {
@@ -333,47 +248,12 @@ absl::Status GradientReducer::WaitStreamOrdered() const {
   return s;
 }
 
-std::vector<GradSegment> GradientReducer::OwnedGrads() const {
-  const ShardLayout& layout = params_->layout();
-  std::vector<GradSegment> out;
-  if (options_.stage == 0) {
-    for (size_t g = 0; g < flat_grad_.parts().size(); ++g) {
-      const int64_t begin = flat_grad_.begin(static_cast<int>(g));
-      const at::Tensor& part = flat_grad_.parts()[g];
-      out.push_back(GradSegment{begin, begin, part, part.numel()});
-    }
-    return out;
-  }
-  for (size_t k = 0; k < layout.buckets().size(); ++k)
-    out.push_back(OwnedGrad(static_cast<int>(k)));
-  return out;
-}
+std::vector<GradSegment> GradientReducer::OwnedGrads() const { return grads_->Owned(); }
 
-GradSegment GradientReducer::OwnedGrad(int bucket) const {
-  const ShardLayout& layout = params_->layout();
-  const LayoutBucket& b = layout.buckets()[bucket];
-  GradSegment s;
-  s.shard_offset = b.shard_offset;
-  s.flat_begin = layout.OwnedBegin(bucket, group_->rank());
-  s.numel = b.slice;
-  if (sink() != nullptr) return s;
-  s.grads = options_.stage == 2 ? grad_shard_.Range(b.shard_offset, b.slice)
-                                : flat_grad_.Range(s.flat_begin, b.slice);
-  return s;
-}
+void GradientReducer::Zero() { grads_->Zero(); }
 
-void GradientReducer::Zero() {
-  flat_grad_.Zero();
-  grad_shard_.Zero();
-  accumulate_ = false;
-}
+int64_t GradientReducer::grad_bytes() const { return grads_->nbytes(); }
 
-int64_t GradientReducer::grad_bytes() const {
-  return options_.stage == 2 ? grad_shard_.nbytes() : flat_grad_.nbytes();
-}
-
-at::ScalarType GradientReducer::BucketDtype(int bucket) const {
-  return params_->groups()[params_->GroupOfBucket(bucket)].dtype;
-}
+bool GradientReducer::sinks_grads() const { return grads_->sink() != nullptr; }
 
 }  // namespace zerotrain::partition

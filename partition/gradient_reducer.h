@@ -1,13 +1,15 @@
 // GradientReducer: collects the gradients backward produces into ShardLayout's buckets (through
 // hooks on the parameters) and averages them across ranks bucket by bucket, in bucket order on
-// every rank:
-//   stage 0: all-reduce into a full flat gradient buffer;
-//   stage 1: gradients accumulate in a full flat buffer; at the accumulation boundary each bucket
-//            is reduce-scattered (or all-reduced) and this rank keeps its owned slices;
-//   stage 2: every micro-step, each bucket is staged, reduce-scattered (or all-reduced) and added
-//            into a gradient shard of shard_numel() elements; the staging is then freed, so no
-//            full-size gradient buffer outlives the reduction. With a GradShardSink the reducer
-//            keeps no shard at all: each reduced slice goes to the sink (an NVMe store).
+// every rank. What a rank keeps is chosen once (GradKeeping):
+//   kWhole (ZeRO 0): all-reduce into a full flat gradient buffer;
+//   kOwnedSlices (ZeRO 1): gradients accumulate in a full flat buffer; at the accumulation
+//            boundary each bucket is reduce-scattered (or all-reduced) and this rank keeps its
+//            owned slices;
+//   kShard (ZeRO 2 and 3): every micro-step, each bucket is staged, reduce-scattered (or
+//            all-reduced) and added into a gradient shard of shard_numel() elements; the staging
+//            is then freed, so no full-size gradient buffer outlives the reduction. With a
+//            GradShardSink the reducer keeps no shard at all: each reduced slice goes to the sink
+//            (an NVMe store).
 // A bucket's reduction starts from the hook of its last gradient: with overlap_comm it runs while
 // backward goes on, without it the hook waits for it (DeepSpeed's order either way). At most one
 // full bucket's worth is in flight (while the next fills, with overlap_comm). The hooks run after
@@ -31,7 +33,7 @@
 namespace zerotrain::partition {
 
 // A run of reduced gradients this rank owns, of one dtype group: where it lies in the rank's
-// optimizer shard (for stage 0 the "shard" is the whole flat buffer) and in the flat parameter
+// optimizer shard (with kWhole the "shard" is the whole flat buffer) and in the flat parameter
 // buffer.
 struct GradSegment {
   int64_t shard_offset = 0;
@@ -40,7 +42,7 @@ struct GradSegment {
   int64_t numel = 0;
 };
 
-// Stage 2: where reduced gradients go when the reducer does not keep the shard. A backward that
+// kShard: where reduced gradients go when the reducer does not keep the shard. A backward that
 // reduces is one pass: Begin, then Add for every bucket's owned slice in bucket order (so in
 // increasing shard offset, each slice right after the previous), then Finish. `accumulate` is
 // false on the first pass after construction or Zero(): the sink then replaces what it holds.
@@ -53,20 +55,26 @@ class GradShardSink {
   virtual absl::Status Finish() = 0;
 };
 
+// Which reduced gradients a rank keeps (see the top of this file); the caller maps its ZeRO stage.
+enum class GradKeeping { kWhole, kOwnedSlices, kShard };
+
 struct ReducerOptions {
-  int stage = 0;  // 0, 1 or 2
+  GradKeeping keeping = GradKeeping::kWhole;
   bool overlap_comm = true;
   bool reduce_scatter = true;  // false: all-reduce, keep the owned part (DeepSpeed's knob)
-  // Stages 1 and 2: called for each bucket, in bucket order, once this rank's part of it is
-  // final in the backward that ends an accumulation (its copy-out queued on the device stream),
+  // kOwnedSlices and kShard: called for each bucket, in bucket order, once this rank's part of it
+  // is final in the backward that ends an accumulation (its copy-out queued on the device stream),
   // while backward may still run: where the optimizer's copy of the gradients can start moving
   // (offload from a GPU). The segment is one of those OwnedGrads() returns.
   std::function<void(const GradSegment&)> on_owned_final;
-  // Stage 2: the reducer keeps no gradient shard, OwnedGrads() gives undefined tensors, and
+  // kShard: the reducer keeps no gradient shard, OwnedGrads() gives undefined tensors, and
   // on_owned_final is not called. After a backward whose pass failed, the next one replaces. Not
-  // owned; must outlive the reducer. Ignored at stages 0-1.
+  // owned; must outlive the reducer. Ignored unless kShard.
   GradShardSink* grad_sink = nullptr;
 };
+
+class GradBuffers;
+class ScratchBuffers;
 
 class GradientReducer {
  public:
@@ -76,7 +84,7 @@ class GradientReducer {
   ~GradientReducer();  // removes the hooks
 
   // Call right before a backward; `reduce` says whether this backward ends with the reduction
-  // (the accumulation boundary, or always for stage 2).
+  // (the accumulation boundary; with kShard every backward reduces).
   void BeginBackward(bool reduce);
   // After backward: checks every parameter got a gradient (unused ones count as zero when
   // `ignore_unused`, otherwise the error names them), starts the remaining reductions, waits for
@@ -93,8 +101,8 @@ class GradientReducer {
   void Zero();
   // Bytes of gradient storage that persist between steps (none with a GradShardSink).
   int64_t grad_bytes() const;
-  // Stage 2 with a GradShardSink: the gradients are the sink's.
-  bool sinks_grads() const { return sink() != nullptr; }
+  // kShard with a GradShardSink: the gradients are the sink's.
+  bool sinks_grads() const;
   // Seconds FinishBackward spent launching and waiting for reductions after backward returned.
   double last_comm_seconds() const { return last_comm_seconds_; }
 
@@ -105,23 +113,10 @@ class GradientReducer {
   void Launch(int bucket);
   // Waits for the oldest reductions until at most `keep` are in flight, running their copy-outs.
   void Drain(size_t keep);
-  // Stage 2: the bucket's staging buffer (a view of exactly its elements), taken on first use.
-  at::Tensor Staging(int bucket);
-  // A buffer of `numel` elements: one whose reduction finished this backward, else a new one.
-  // Reusing them spares the allocator a fresh multi-MiB block (and its page faults) per bucket.
-  at::Tensor Take(int64_t numel, at::ScalarType dtype);
-  at::ScalarType BucketDtype(int bucket) const;
-  GradSegment OwnedGrad(int bucket) const;  // stages 1 and 2
-  GradShardSink* sink() const { return options_.stage == 2 ? options_.grad_sink : nullptr; }
-  // Stage 2: the launched bucket's owned slice, `reduced`, joins the gradients.
-  absl::Status TakeReduced(const LayoutBucket& b, const at::Tensor& reduced);
-  // Zeroes the staging elements no hook wrote: padding and parameters without a gradient.
-  void ZeroUncovered(int bucket);
 
   comm::ProcessGroup* group_;
   const FlatParams* params_;
   ReducerOptions options_;
-  std::vector<std::vector<ParamPiece>> pieces_;  // per parameter
   std::vector<std::vector<int>> param_buckets_;  // buckets each parameter touches
   std::vector<int> bucket_param_count_;          // parameters with elements in each bucket
   int64_t largest_bucket_ = 0;                   // elements (a multiple of the world size)
@@ -145,12 +140,9 @@ class GradientReducer {
   absl::Status pending_error_;
   absl::Status hook_error_;
   double last_comm_seconds_ = 0;
-  bool accumulate_ = false;  // stage 2: a reduction since construction or Zero()
 
-  GroupedBuffer flat_grad_;          // stages 0 and 1
-  GroupedBuffer grad_shard_;         // stage 2
-  std::vector<at::Tensor> staging_;  // stage 2, per bucket, only while it is being reduced
-  std::vector<at::Tensor> spare_;    // per backward: buffers free for Take(); none survive it
+  std::unique_ptr<ScratchBuffers> scratch_;
+  std::unique_ptr<GradBuffers> grads_;  // chosen by options_.keeping
 };
 
 }  // namespace zerotrain::partition

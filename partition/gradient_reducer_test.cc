@@ -76,7 +76,12 @@ absl::StatusOr<std::string> ReduceAndCheck(const Case& c) {
                         {"b", torch::zeros({40}, torch::requires_grad())},
                         {"c", torch::zeros({3}, torch::requires_grad())}};
   ZT_ASSIGN_OR_RETURN(auto flat, FlatParams::Create(named, world, /*bucket_numel=*/12));
-  ReducerOptions ro{c.stage, c.overlap, c.reduce_scatter};
+  const GradKeeping keeping[] = {GradKeeping::kWhole, GradKeeping::kOwnedSlices,
+                                 GradKeeping::kShard};
+  ReducerOptions ro;
+  ro.keeping = keeping[c.stage];
+  ro.overlap_comm = c.overlap;
+  ro.reduce_scatter = c.reduce_scatter;
   RecordingSink sink(flat.layout().shard_numel());
   if (c.sink) ro.grad_sink = &sink;
   int micro = 0;

@@ -75,15 +75,14 @@ absl::StatusOr<Placement> ResolvePlacement(const RunOptions& run, int local_rank
   // share GPUs (so the default run works on a one-GPU machine). Only a known node size decides
   // that, so all its ranks choose alike; without one, NCCL.
   const bool gpu_each = local_world_size == 0 || local_world_size <= cuda.visible;
-  p.backend = run.dist_backend == DistBackend::kAuto
-                  ? (on_cuda && gpu_each ? DistBackend::kNccl : DistBackend::kGloo)
-                  : run.dist_backend;
+  p.backend = run.dist_backend.value_or(on_cuda && gpu_each ? comm::BackendKind::kNccl
+                                                            : comm::BackendKind::kGloo);
   const std::string backend_field =
-      run.dist_backend == DistBackend::kAuto
+      !run.dist_backend.has_value()
           ? std::string("run.dist_backend = \"auto\" (nccl on CUDA)")
           : absl::StrCat("run.dist_backend = \"", DistBackendName(run.dist_backend), "\"");
   if (!on_cuda) {
-    if (p.backend == DistBackend::kNccl) {
+    if (p.backend == comm::BackendKind::kNccl) {
       // ValidateConfig has refused nccl with run.device "cpu"; here "auto" found no GPU.
       return absl::InvalidArgumentError(absl::StrCat(
           backend_field, ": NCCL needs a GPU, and run.device = \"", DeviceRequestName(run.device),
@@ -92,7 +91,7 @@ absl::StatusOr<Placement> ResolvePlacement(const RunOptions& run, int local_rank
     }
     return p;
   }
-  if (p.backend == DistBackend::kNccl) {
+  if (p.backend == comm::BackendKind::kNccl) {
     const int ranks = local_world_size > 0 ? local_world_size : local_rank + 1;
     if (ranks > cuda.visible) {
       return absl::InvalidArgumentError(absl::StrCat(

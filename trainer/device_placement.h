@@ -26,7 +26,7 @@ CudaDevices VisibleCudaDevices();
 
 struct Placement {
   c10::Device device = c10::Device(c10::kCPU);
-  DistBackend backend = DistBackend::kGloo;  // never kAuto
+  comm::BackendKind backend = comm::BackendKind::kGloo;
 };
 
 // The device for the rank with `local_rank` among `local_world_size` ranks on its node (0 =

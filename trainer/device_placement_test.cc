@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-RunOptions Options(DeviceRequest device, DistBackend backend = DistBackend::kAuto) {
+RunOptions Options(DeviceRequest device, DistBackend backend = std::nullopt) {
   RunOptions r;
   r.device = device;
   r.dist_backend = backend;
@@ -42,7 +42,7 @@ TEST(DevicePlacementTest, ThisMachinePlacesRanksOnTheCpu) {
   auto p = ResolvePlacement(Options(DeviceRequest::kAuto), 1, 2, here);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->device, c10::Device(c10::kCPU));
-  EXPECT_EQ(p->backend, DistBackend::kGloo);
+  EXPECT_EQ(p->backend, comm::BackendKind::kGloo);
   EXPECT_THAT(Error(Options(DeviceRequest::kCuda), 0, 2, here),
               HasSubstr("run.device = \"cuda\": "));
   EXPECT_TRUE(UseDevice(c10::Device(c10::kCPU)).ok());
@@ -54,23 +54,24 @@ TEST(DevicePlacementTest, CudaRanksUseTheirLocalRanksDevice) {
       auto p = ResolvePlacement(Options(d), local_rank, 2, kTwoGpus);
       ASSERT_TRUE(p.ok()) << p.status();
       EXPECT_EQ(p->device, c10::Device(c10::kCUDA, local_rank));
-      EXPECT_EQ(p->backend, DistBackend::kNccl);  // the default on CUDA
+      EXPECT_EQ(p->backend, comm::BackendKind::kNccl);  // the default on CUDA
     }
   }
   // The CPU when asked, even with GPUs; the backend then defaults to Gloo.
   auto cpu = ResolvePlacement(Options(DeviceRequest::kCpu), 1, 2, kTwoGpus);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_EQ(cpu->device, c10::Device(c10::kCPU));
-  EXPECT_EQ(cpu->backend, DistBackend::kGloo);
+  EXPECT_EQ(cpu->backend, comm::BackendKind::kGloo);
   // An explicit backend stays.
-  auto shm = ResolvePlacement(Options(DeviceRequest::kAuto, DistBackend::kShm), 1, 2, kTwoGpus);
+  auto shm =
+      ResolvePlacement(Options(DeviceRequest::kAuto, comm::BackendKind::kShm), 1, 2, kTwoGpus);
   ASSERT_TRUE(shm.ok()) << shm.status();
   EXPECT_EQ(shm->device, c10::Device(c10::kCUDA, 1));
-  EXPECT_EQ(shm->backend, DistBackend::kShm);
+  EXPECT_EQ(shm->backend, comm::BackendKind::kShm);
 }
 
 TEST(DevicePlacementTest, GlooAndShmShareGpusWhenRanksOutnumberThem) {
-  for (DistBackend b : {DistBackend::kGloo, DistBackend::kShm}) {
+  for (DistBackend b : {comm::BackendKind::kGloo, comm::BackendKind::kShm}) {
     for (int local_rank : {0, 1, 2, 3, 4}) {
       auto p = ResolvePlacement(Options(DeviceRequest::kCuda, b), local_rank, 5, kTwoGpus);
       ASSERT_TRUE(p.ok()) << p.status();
@@ -81,7 +82,8 @@ TEST(DevicePlacementTest, GlooAndShmShareGpusWhenRanksOutnumberThem) {
 }
 
 TEST(DevicePlacementTest, NcclRefusesMoreLocalRanksThanGpus) {
-  const std::string e = Error(Options(DeviceRequest::kCuda, DistBackend::kNccl), 0, 3, kTwoGpus);
+  const std::string e =
+      Error(Options(DeviceRequest::kCuda, comm::BackendKind::kNccl), 0, 3, kTwoGpus);
   EXPECT_THAT(e, HasSubstr("run.dist_backend = \"nccl\": 3 ranks on this node but 2 visible GPUs"));
   EXPECT_THAT(e, HasSubstr("NCCL refuses two ranks on one GPU"));
   EXPECT_THAT(e, HasSubstr("\"gloo\" or \"shm\""));
@@ -95,12 +97,12 @@ TEST(DevicePlacementTest, AutoSharesGpusOverGlooWhenTheNodeHasMoreRanksThanGpus)
   for (int rank = 0; rank < 4; ++rank) {
     auto p = ResolvePlacement(Options(DeviceRequest::kAuto), rank, 4, kTwoGpus);
     ASSERT_TRUE(p.ok()) << p.status();
-    EXPECT_EQ(p->backend, DistBackend::kGloo);
+    EXPECT_EQ(p->backend, comm::BackendKind::kGloo);
     EXPECT_EQ(p->device, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank % 2)));
   }
   auto two = ResolvePlacement(Options(DeviceRequest::kAuto), 1, 2, kTwoGpus);
   ASSERT_TRUE(two.ok()) << two.status();
-  EXPECT_EQ(two->backend, DistBackend::kNccl);
+  EXPECT_EQ(two->backend, comm::BackendKind::kNccl);
 }
 
 TEST(DevicePlacementTest, CudaWithoutAGpuAndNcclOnTheCpuAreErrors) {
@@ -110,13 +112,13 @@ TEST(DevicePlacementTest, CudaWithoutAGpuAndNcclOnTheCpuAreErrors) {
   EXPECT_THAT(Error(Options(DeviceRequest::kCuda), 0, 1, kNoGpu),
               HasSubstr("run.device = \"cuda\": no CUDA device is visible"));
   // "auto" on a machine without a GPU is the CPU, where NCCL cannot run.
-  EXPECT_THAT(Error(Options(DeviceRequest::kAuto, DistBackend::kNccl), 0, 1, kNoGpu),
+  EXPECT_THAT(Error(Options(DeviceRequest::kAuto, comm::BackendKind::kNccl), 0, 1, kNoGpu),
               HasSubstr("run.dist_backend = \"nccl\": NCCL needs a GPU, and run.device = "
                         "\"auto\" found none"));
   auto p = ResolvePlacement(Options(DeviceRequest::kAuto), 0, 1, kNoGpu);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->device, c10::Device(c10::kCPU));
-  EXPECT_EQ(p->backend, DistBackend::kGloo);
+  EXPECT_EQ(p->backend, comm::BackendKind::kGloo);
 }
 
 TEST(DevicePlacementTest, LocalWorldSizeFromTheLaunchersVariables) {

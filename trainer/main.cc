@@ -114,19 +114,6 @@ absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const Trainer
   return advisor::EstimateMemoryReport(in);
 }
 
-comm::BackendKind BackendKind(DistBackend b) {
-  switch (b) {
-    case DistBackend::kNccl:
-      return comm::BackendKind::kNccl;
-    case DistBackend::kShm:
-      return comm::BackendKind::kShm;
-    case DistBackend::kGloo:
-    case DistBackend::kAuto:  // ResolvePlacement never leaves it
-      break;
-  }
-  return comm::BackendKind::kGloo;
-}
-
 // The launcher's check of its whole node, before it starts any rank: one line and exit 2 instead
 // of every rank failing alike.
 absl::Status CheckNodePlacement(const TrainerConfig& config, int local_ranks) {
@@ -183,7 +170,8 @@ int RunRank(const MainFlags& flags, const comm::RendezvousInfo& info,
     options.log_ops = config.comms_logger.enabled;
     options.check_calls = config.run.check_calls;
     options.timeout = std::chrono::seconds(config.run.comm_timeout_s);
-    options.backend = BackendKind(config.run.dist_backend);
+    // ResolvePlacement leaves no "auto".
+    options.backend = config.run.dist_backend.value_or(comm::BackendKind::kGloo);
     ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(info, options));
     LogEachOp(config.comms_logger, group.get());
     ZT_RETURN_IF_ERROR(TrainModel(config, group.get(), {.memory_summary = flags.memory_summary}));

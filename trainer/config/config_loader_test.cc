@@ -182,7 +182,7 @@ TEST(ConfigLoader, JsonPlacementKeysAndTheirAuto) {
   absl::StatusOr<TrainerConfig> v = ValidateConfig(c, 2, &warnings);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->run.device, DeviceRequest::kAuto);
-  EXPECT_EQ(v->run.dist_backend, DistBackend::kNccl);
+  EXPECT_EQ(v->run.dist_backend, comm::BackendKind::kNccl);
   EXPECT_THAT(PrintConfig(v->effective), HasSubstr("device: \"auto\""));
 }
 

@@ -229,18 +229,8 @@ absl::Status PrecisionToEngine(const TrainerConfigProto& c, engine::EngineOption
 
 }  // namespace
 
-const char* DistBackendName(DistBackend backend) {
-  switch (backend) {
-    case DistBackend::kGloo:
-      return "gloo";
-    case DistBackend::kShm:
-      return "shm";
-    case DistBackend::kNccl:
-      return "nccl";
-    case DistBackend::kAuto:
-      break;
-  }
-  return "auto";
+const char* DistBackendName(const DistBackend& backend) {
+  return backend.has_value() ? comm::BackendName(*backend) : "auto";
 }
 
 absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, int world_size,

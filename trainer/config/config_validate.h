@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "comm/backend_kind.h"
 #include "engine/engine_options.h"
 #include "recompute/activation_checkpoint.h"
 #include "trainer/config/config.pb.h"
@@ -24,9 +26,10 @@ namespace zerotrain::trainer {
 // cuda:LOCAL_RANK there.
 enum class DeviceRequest { kAuto, kCuda, kCpu };
 
-// run.dist_backend; kAuto is NCCL on CUDA and Gloo on the CPU, resolved with the device.
-enum class DistBackend { kAuto, kGloo, kShm, kNccl };
-const char* DistBackendName(DistBackend backend);  // "auto", "gloo", "shm", "nccl"
+// run.dist_backend: a backend, or none for "auto" (NCCL on CUDA and Gloo on the CPU, resolved
+// with the device).
+using DistBackend = std::optional<comm::BackendKind>;
+const char* DistBackendName(const DistBackend& backend);  // "auto", or comm::BackendName
 
 inline constexpr char kAutoResume[] = "auto";
 
@@ -49,8 +52,8 @@ struct RunOptions {
   bool save_on_stop = true;      // a checkpoint at the step a stop signal ends
   int64_t stop_timeout_s = 120;  // from the signal to the rank's forced exit
   DeviceRequest device = DeviceRequest::kAuto;
-  // As configured; a rank's copy holds the resolved backend (never kAuto) once placed.
-  DistBackend dist_backend = DistBackend::kAuto;
+  // As configured; a rank's copy holds the resolved backend (never "auto") once placed.
+  DistBackend dist_backend;
 };
 
 // DeepSpeed's comms_logger. The comm layer records every op when GroupOptions::log_ops is set

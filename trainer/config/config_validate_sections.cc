@@ -136,19 +136,12 @@ absl::Status RunFromConfig(const TrainerConfigProto& c, RunOptions* run) {
                    "expected auto, cuda or cpu (each rank uses cuda:LOCAL_RANK; no index here)");
   }
   const std::string backend = absl::AsciiStrToLower(r.dist_backend());
-  bool known = false;
-  for (DistBackend b :
-       {DistBackend::kAuto, DistBackend::kGloo, DistBackend::kShm, DistBackend::kNccl}) {
-    if (backend == DistBackendName(b)) {
-      run->dist_backend = b;
-      known = true;
-    }
-  }
-  if (!known) {
+  run->dist_backend = comm::BackendNamed(backend);
+  if (!run->dist_backend.has_value() && backend != "auto") {
     return Invalid("run.dist_backend", absl::StrCat("\"", r.dist_backend(), "\""),
                    "unknown backend (known: auto, nccl, gloo, shm)");
   }
-  if (run->dist_backend == DistBackend::kNccl && run->device == DeviceRequest::kCpu) {
+  if (run->dist_backend == comm::BackendKind::kNccl && run->device == DeviceRequest::kCpu) {
     return Invalid("run.dist_backend", "\"nccl\"",
                    "NCCL moves CUDA tensors only, and run.device is \"cpu\"; use \"gloo\" or "
                    "\"shm\" for CPU ranks");

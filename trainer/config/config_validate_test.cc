@@ -371,9 +371,9 @@ TEST(ConfigValidate, MonitorsCommsAndRun) {
   EXPECT_EQ(c.run.eval_interval, 2);
   EXPECT_FALSE(c.run.check_calls);
   EXPECT_TRUE(Valid("").run.check_calls);  // on unless turned off
-  EXPECT_EQ(c.run.dist_backend, DistBackend::kShm);
+  EXPECT_EQ(c.run.dist_backend, comm::BackendKind::kShm);
   // Unset, both are "auto": each rank resolves them against its GPUs (device_placement.h).
-  EXPECT_EQ(Valid("").run.dist_backend, DistBackend::kAuto);
+  EXPECT_EQ(Valid("").run.dist_backend, std::nullopt);
   EXPECT_EQ(Valid("").run.device, DeviceRequest::kAuto);
   EXPECT_EQ(Valid("").engine.keep_last_checkpoints, 0);  // keep all
   EXPECT_EQ(Valid("run { keep_last_checkpoints: 3 }").engine.keep_last_checkpoints, 3);
@@ -395,16 +395,16 @@ TEST(ConfigValidate, DeviceAndBackendSpellings) {
   for (const auto& [text, want] : devices) {
     EXPECT_EQ(Valid(absl::StrCat("run { device: \"", text, "\" }")).run.device, want) << text;
   }
-  const std::pair<const char*, DistBackend> backends[] = {{"auto", DistBackend::kAuto},
-                                                          {"nccl", DistBackend::kNccl},
-                                                          {"gloo", DistBackend::kGloo},
-                                                          {"Shm", DistBackend::kShm}};
+  const std::pair<const char*, DistBackend> backends[] = {{"auto", std::nullopt},
+                                                          {"nccl", comm::BackendKind::kNccl},
+                                                          {"gloo", comm::BackendKind::kGloo},
+                                                          {"Shm", comm::BackendKind::kShm}};
   for (const auto& [text, want] : backends) {
     EXPECT_EQ(Valid(absl::StrCat("run { dist_backend: \"", text, "\" }")).run.dist_backend, want)
         << text;
   }
   EXPECT_EQ(Valid(R"(run { device: "cuda" dist_backend: "gloo" })").run.dist_backend,
-            DistBackend::kGloo);  // Gloo serves CUDA ranks through host memory
+            comm::BackendKind::kGloo);  // Gloo serves CUDA ranks through host memory
   EXPECT_THAT(Error(R"(run { device: "cuda:1" })"),
               HasSubstr("run.device = \"cuda:1\": expected auto, cuda or cpu"));
   EXPECT_THAT(Error(R"(run { device: "cpu" dist_backend: "nccl" })"),
