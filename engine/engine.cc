@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/flat_store.h"
+#include "engine/master_state.h"
 #include "engine/sharded_store.h"
-#include "engine/step_staging.h"
 #include "engine/store_grad_sink.h"
 #include "engine/tensor_memory.h"
 #include "offload/pinned_host_pool.h"
@@ -223,7 +223,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   // With offload_optimizer from a GPU, a bucket's gradients start for host memory as soon as they
   // are final, while backward still runs (nothing moves where they share the state's device).
   ro.on_owned_final = [raw = e.get()](const partition::GradSegment& g) {
-    raw->staging_->StartIn(g.grads);
+    raw->master_->staging().StartIn(g.grads);
   };
   // With the optimizer state on NVMe the gradients go there too, as backward reduces them.
   if (options.offload_optimizer.device == OffloadDevice::kNvme) {
@@ -232,13 +232,25 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   }
   ZT_ASSIGN_OR_RETURN(e->reducer_,
                       partition::GradientReducer::Create(group, &e->flat_params(), ro));
-  e->optimizer_ = MakeShardOptimizer(options);
+  std::unique_ptr<ShardOptimizer> optimizer = MakeShardOptimizer(options);
   if (!options.optimizer_factory) e->lr_ = BuiltInLr(options);
-  if (e->optimizer_ == nullptr) {
+  if (optimizer == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(where, "optimizer_factory returned null"));
   }
+  MasterStateInputs mi;
+  mi.options = &e->options_;
+  mi.group = group;
+  mi.params = e->store_.get();
+  mi.pool = e->host_pool_.get();
+  mi.transfer = e->transfer_.get();
+  mi.swap = e->swap_.get();
+  mi.grads_in_store = e->reducer_->sinks_grads();
+  mi.copies = &e->host_copies_;
+  auto master = MasterState::Create(mi, std::move(optimizer));
   // A rank whose swap directory or host memory fails must not leave the others to train alone.
-  ZT_RETURN_IF_ERROR(e->AgreeAllOk(e->InitState(), where));
+  ZT_RETURN_IF_ERROR(e->AgreeAllOk(WithPrefix(master.status(), where), where));
+  e->master_ = std::move(*master);
+  if (e->grad_sink_ != nullptr) e->grad_sink_->Attach(&e->master_->store());
   if (options.precision == Precision::kFloat16) {
     ZT_ASSIGN_OR_RETURN(auto scaler, optim::LossScaler::Create(options.fp16));
     e->scaler_ = std::make_unique<optim::LossScaler>(scaler);
@@ -342,7 +354,9 @@ absl::Status Engine::Backward(const at::Tensor& loss) {
         absl::StrCat(where, "Backward called twice; call Step() after every Backward()"));
   }
   // Gradient copies a skipped or failed step started are dropped before new ones start.
-  if (absl::Status reset = staging_->Reset(); !reset.ok()) return WithPrefix(reset, where);
+  if (absl::Status reset = master_->staging().Reset(); !reset.ok()) {
+    return WithPrefix(reset, where);
+  }
   reducer_->BeginBackward(at_accumulation_boundary());
   store_->BeginBackward();
   try {
@@ -363,19 +377,20 @@ absl::Status Engine::Backward(const at::Tensor& loss) {
   return absl::OkStatus();
 }
 
+void Engine::set_lr(double lr) {
+  lr_ = lr;
+  master_->optimizer().set_lr(lr);
+}
+
+absl::Status Engine::set_betas(double beta1, double beta2) {
+  return master_->optimizer().set_betas(beta1, beta2);
+}
+
 ModelStateBytes Engine::model_state_bytes() const {
   ModelStateBytes b;
   store_->AddParamBytes(&b);
   b.grads = reducer_->grad_bytes();
-  const int64_t array_bytes = master_numel_ * 4;
-  const int64_t states = state_->num_arrays() - 1;
-  if (options_.offload_optimizer.device == OffloadDevice::kNone) {
-    b.master = master_aliases_params_ ? 0 : array_bytes;
-    b.optimizer_states = states * array_bytes;
-  } else {
-    b.offloaded_host += state_->host_bytes();
-    b.offloaded_nvme += state_->nvme_bytes();
-  }
+  master_->AddBytes(&b);
   for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
     b.buffers += t.numel() * static_cast<int64_t>(t.element_size());
   }

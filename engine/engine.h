@@ -54,7 +54,7 @@ class TransferStream;
 
 namespace zerotrain::engine {
 
-class StepStaging;
+class MasterState;
 class StoreGradSink;
 
 // What Step learns of the gradients before the optimizer runs.
@@ -150,14 +150,11 @@ class Engine {
   const partition::FlatParams& flat_params() const { return store_->flat_params(); }
   // This rank's fp32 master weights (a copy; read from NVMe when offloaded there).
   absl::StatusOr<at::Tensor> MasterCopy() const;
-  void set_lr(double lr) {
-    lr_ = lr;
-    optimizer_->set_lr(lr);
-  }
+  void set_lr(double lr);
   double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr is called
   // Random per Create, rank 0's on every rank: what this run's checkpoint files record.
   uint64_t run_id() const { return run_id_; }
-  absl::Status set_betas(double beta1, double beta2) { return optimizer_->set_betas(beta1, beta2); }
+  absl::Status set_betas(double beta1, double beta2);
 
   // Training-state checkpoints (docs/CHECKPOINT.md), both collective. Save writes this rank's
   // shard file (recording run id, tag, step, rank, world size and stage) into <dir>/<tag>/, then
@@ -183,28 +180,15 @@ class Engine {
                                const absl::Status& local);
   // Frozen parameters and buffers from rank 0 (the store broadcasts the trainable ones).
   absl::Status BroadcastFrozenState();
-  // Parameter i's full values (flattened, fp32) into this rank's part of the master.
-  absl::Status MasterFromValues(int i, const at::Tensor& values);
   absl::Status CloseGathered(const std::vector<int>& params, int modifier_rank);
   // The host memory pool and the swap spaces offload_optimizer and offload_param ask for.
   absl::Status InitOffload();
   // Where stage 3's parameter shard goes (offload_param), after InitOffload.
   partition::ParamShardOptions ParamShardOptionsFor() const;
-  // The master weights and optimizer states (engine_state.cc): where offload_optimizer puts
-  // them, the master filled from the model's values.
-  absl::Status InitState();
-  // Sub-group memory of the state as a tensor on the device it lives on.
-  at::Tensor StateArray(float* data, int64_t numel) const;
   // Host checks of collectives that only ordered the device stream (the reductions, stage 1/2's
   // all-gather): where a transport runs on a stream, its errors and timeouts surface here. Called
   // once per optimizer step and before the host reads state.
   absl::Status WaitStreamOrdered(const std::string& where) const;
-  // The optimizer over every sub-group of the state (engine_optimizer_step.cc); collective when
-  // the optimizer asks for tensor sums.
-  absl::Status StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments);
-  // Every sub-group of the state, with the gradients where the store keeps them (grad_sink_).
-  absl::Status VisitStateWithGrads(
-      const std::function<absl::Status(const offload::SubGroupView&)>& fn);
   // Whether any rank's gradients overflowed and their global sum of squares (when clipping),
   // agreed in one collective; the step's one host synchronisation (see grad_stats.h).
   absl::StatusOr<GradStats> AgreeGradStats(const std::vector<partition::GradSegment>& grads);
@@ -246,18 +230,9 @@ class Engine {
   // offload_optimizer nvme: where the reducer puts the gradients (the state store); outlives it.
   std::unique_ptr<StoreGradSink> grad_sink_;
   std::unique_ptr<partition::GradientReducer> reducer_;
-  std::unique_ptr<ShardOptimizer> optimizer_;
   std::unique_ptr<optim::LossScaler> scaler_;
-  // The fp32 master weights, then the optimizer's state arrays, of master_numel_ elements each.
-  std::unique_ptr<offload::SubGroupStore> state_;
-  std::vector<at::Tensor> resident_state_;  // without offload: the arrays state_ cuts up
-  at::Device state_device_ = at::Device(at::kCPU);
-  // The gradients and new parameters between the model's device and state_device_.
-  std::unique_ptr<StepStaging> staging_;
-  int64_t master_numel_ = 0;
-  // The store's copy is one fp32 tensor laid out as the master, and nothing is offloaded: the
-  // master is the model's own parameters.
-  bool master_aliases_params_ = false;
+  // The fp32 master weights and optimizer states, their optimizer and the staging to them.
+  std::unique_ptr<MasterState> master_;
 
   // Set when a Step or a load failed part-way; Step and SaveCheckpoint refuse until a load
   // succeeds.

@@ -21,6 +21,7 @@
 #include "checkpoint/tag_retention.h"
 #include "checkpoint/tag_writer.h"
 #include "engine/engine.h"
+#include "engine/master_state.h"
 #include "engine/tensor_memory.h"
 #include "offload/memory_roles.h"
 #include "offload/sub_group_store.h"
@@ -140,7 +141,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   if (local.ok() && !broken_.ok()) local = BrokenError();
   if (local.ok()) local = WaitStreamOrdered("");
   // Before anything is written: a store poisoned by a failed swap must not be saved.
-  if (const absl::Status health = state_->health(); local.ok() && !health.ok()) {
+  if (const absl::Status health = master_->store().health(); local.ok() && !health.ok()) {
     local = absl::FailedPreconditionError(absl::StrCat(
         "the optimizer state is unusable after an earlier I/O error: ", health.message()));
   }
@@ -191,15 +192,16 @@ absl::Status Engine::WriteRankShard(const checkpoint::TagLocation& at,
   // The store says which ranks save state and which spans of the master their files hold
   // (stage 0 holds the whole master on every rank: rank 0 saves it as a 1-rank layout).
   const int rank = group_->rank();
-  const std::vector<MasterSpan> spans =
-      store_->SavesState(rank) ? store_->CheckpointSpans(master_numel_) : std::vector<MasterSpan>{};
+  const std::vector<MasterSpan> spans = store_->SavesState(rank)
+                                            ? store_->CheckpointSpans(master_->numel())
+                                            : std::vector<MasterSpan>{};
   try {
     std::vector<checkpoint::ArraySpec> specs;
     if (!spans.empty()) {
       int64_t numel = 0;
       for (const MasterSpan& span : spans) numel += span.numel;
       specs.push_back({checkpoint::kMasterArray, ArrayDType::kFloat32, numel});
-      for (const std::string& name : optimizer_->state_names()) {
+      for (const std::string& name : master_->optimizer().state_names()) {
         specs.push_back({name, ArrayDType::kFloat32, numel});
       }
     }
@@ -215,7 +217,7 @@ absl::Status Engine::WriteRankShard(const checkpoint::TagLocation& at,
     ZT_ASSIGN_OR_RETURN(checkpoint::ShardStreamWriter file,
                         checkpoint::OpenRankFile(at, identity, std::move(specs)));
     if (!spans.empty()) ZT_RETURN_IF_ERROR(AppendState(spans, &file));
-    const int first_rng = spans.empty() ? 0 : state_->num_arrays();
+    const int first_rng = spans.empty() ? 0 : master_->store().num_arrays();
     for (size_t i = 0; i < rng.size(); ++i) {
       ZT_RETURN_IF_ERROR(
           file.Append(first_rng + static_cast<int>(i), rng[i].data_ptr<uint8_t>(), rng[i].numel()));
@@ -232,16 +234,16 @@ absl::Status Engine::AppendState(const std::vector<MasterSpan>& spans,
   // One sub-group at a time, as the optimizer step reads them: the save holds no more of the
   // state than a step does. Spans and sub-groups both ascend, so each array is appended in order.
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
-  return state_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
+  return master_->store().VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
     for (const MasterSpan& span : spans) {
       const int64_t lo = std::max(span.begin, v.begin);
       const int64_t hi = std::min(span.begin + span.numel, v.begin + v.numel);
       if (lo >= hi) continue;
-      for (int a = 0; a < state_->num_arrays(); ++a) {
+      for (int a = 0; a < master_->store().num_arrays(); ++a) {
         // The file is written from host memory; state on a device comes over a piece at a time.
         for (int64_t p = lo; p < hi; p += kPieceNumel) {
           const int64_t n = std::min(kPieceNumel, hi - p);
-          const at::Tensor from = StateArray(v.arrays[a] + (p - v.begin), n);
+          const at::Tensor from = master_->Array(v.arrays[a] + (p - v.begin), n);
           const at::Tensor host = from.cpu();
           host_copies_.Count(from, host);
           ZT_RETURN_IF_ERROR(file->Append(a, host.data_ptr<float>(), n));
@@ -271,12 +273,12 @@ checkpoint::Manifest Engine::SaveManifest(
   if (!f.parts.empty()) m.set_options_fingerprint(f.parts[0].second);
   m.set_config_text(absl::StrCat(
       "stage: ", options_.stage, "\nprecision: ", PrecisionName(options_.precision),
-      "\noptimizer: ", optimizer_->name(), "\ntrain_batch_size: ", batch_.train_batch_size,
+      "\noptimizer: ", master_->optimizer().name(), "\ntrain_batch_size: ", batch_.train_batch_size,
       "\ngradient_accumulation_steps: ", batch_.gradient_accumulation_steps, "\n"));
   m.set_layout_world_size(store_->checkpoint_world_size());
   m.set_bucket_numel(fp.layout().bucket_numel());
-  m.set_optimizer(optimizer_->name());
-  for (const std::string& name : optimizer_->state_names()) m.add_state_arrays(name);
+  m.set_optimizer(master_->optimizer().name());
+  for (const std::string& name : master_->optimizer().state_names()) m.add_state_arrays(name);
   if (scaler_) {
     const optim::LossScaler::State& s = scaler_->state();
     m.mutable_loss_scaler()->set_scale(s.scale);
@@ -336,12 +338,12 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
     ZT_RETURN_IF_ERROR(CheckModelMatches(*reader));
     const checkpoint::Manifest& m = reader->manifest();
     std::vector<std::string> want(m.state_arrays().begin(), m.state_arrays().end());
-    const std::vector<std::string> have = optimizer_->state_names();
+    const std::vector<std::string> have = master_->optimizer().state_names();
     if (want != have) {
       return absl::FailedPreconditionError(
           absl::StrCat("checkpoint ", reader->tag_dir(), " holds optimizer states [",
                        absl::StrJoin(want, ", "), "] (", m.optimizer(), "), this engine's ",
-                       optimizer_->name(), " has [", absl::StrJoin(have, ", "), "]"));
+                       master_->optimizer().name(), " has [", absl::StrJoin(have, ", "), "]"));
     }
     std::vector<std::string> arrays = {checkpoint::kMasterArray};
     arrays.insert(arrays.end(), have.begin(), have.end());
@@ -397,15 +399,15 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
 absl::Status Engine::ReadStateFrom(checkpoint::CheckpointReader& reader) {
   const std::vector<MasterRun> runs = store_->MasterRuns();
   std::vector<std::string> arrays = {checkpoint::kMasterArray};
-  for (const std::string& name : optimizer_->state_names()) arrays.push_back(name);
+  for (const std::string& name : master_->optimizer().state_names()) arrays.push_back(name);
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
-  return state_->VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
+  return master_->store().VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
     const int64_t end = v.begin + v.numel;
     at::Tensor host = at::empty({std::min(kPieceNumel, v.numel)}, at::kFloat);
     for (size_t a = 0; a < arrays.size(); ++a) {
       // Padding stays zero; every real element is read, through the saved layout's offset of
       // the same parameter, so layouts with different buckets, segments or ranks all map.
-      const at::Tensor to = StateArray(v.arrays[a], v.numel);
+      const at::Tensor to = master_->Array(v.arrays[a], v.numel);
       to.zero_();
       for (const MasterRun& run : runs) {
         const int64_t lo = std::max(run.master_offset, v.begin);
@@ -423,8 +425,8 @@ absl::Status Engine::ReadStateFrom(checkpoint::CheckpointReader& reader) {
       }
     }
     // Aliased, the master is the parameters themselves and this wrote them too.
-    if (master_aliases_params_) return absl::OkStatus();
-    return store_->ParamsFromMaster(StateArray(v.arrays[0], v.numel), v.begin);
+    if (master_->aliases_params()) return absl::OkStatus();
+    return store_->ParamsFromMaster(master_->Array(v.arrays[0], v.numel), v.begin);
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
+#include "engine/master_state.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -82,8 +83,8 @@ absl::Status Engine::CloseGathered(const std::vector<int>& params, int modifier_
         if (!local.ok()) continue;
         if (!p.is_contiguous()) p.copy_(flat.view(p.sizes()));
         local = store_->WriteBack(i);
-        if (local.ok() && !master_aliases_params_) {
-          local = MasterFromValues(i, flat.to(at::kFloat));
+        if (local.ok() && !master_->aliases_params()) {
+          local = master_->FromValues(store_->MasterRunsOf(i), flat.to(at::kFloat));
         }
       } catch (const c10::Error& e) {
         if (local.ok()) local = absl::InternalError(e.what_without_backtrace());

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "engine/grad_stats.h"
+#include "engine/master_state.h"
 #include "engine/step_staging.h"
 #include "engine/store_grad_sink.h"
 #include "engine/tensor_memory.h"
@@ -67,39 +68,39 @@ absl::Status Engine::StageAndStep(const std::vector<partition::GradSegment>& gra
   // The gradients where the optimizer state lives (offload_optimizer from a GPU: pinned host
   // copies, all started before the first is waited for), and the low-precision copy the optimizer
   // writes where the store keeps it in place (the flat buffer; a store that hands it out per piece,
-  // stage 3's shard, does so in StepOptimizer).
+  // stage 3's shard, does so in MasterState::Step).
   std::vector<ShardSegment> segments;
   auto stage = [&]() -> absl::Status {
     for (const auto& g : grads) {
       ShardSegment s;
       s.offset = g.shard_offset;
       s.size = g.numel;
-      // Gradients the store keeps (fp32) are pointed at per sub-group in StepOptimizer.
+      // Gradients the store keeps (fp32) are pointed at per sub-group in MasterState::Step.
       if (g.grads.defined()) {
-        ZT_ASSIGN_OR_RETURN(const at::Tensor staged, staging_->In(g.grads));
+        ZT_ASSIGN_OR_RETURN(const at::Tensor staged, master_->staging().In(g.grads));
         s.grads = staged.data_ptr();
         s.grad_dtype = ToOptimDtype(g.grads.scalar_type());
       }
-      const at::Tensor out = master_aliases_params_ ? at::Tensor() : store_->ParamsOut(g);
+      const at::Tensor out = master_->aliases_params() ? at::Tensor() : store_->ParamsOut(g);
       if (out.defined()) {
-        ZT_ASSIGN_OR_RETURN(const at::Tensor written, staging_->Out(out));
+        ZT_ASSIGN_OR_RETURN(const at::Tensor written, master_->staging().Out(out));
         s.params_out = written.data_ptr();
         s.params_out_dtype = ToOptimDtype(out.scalar_type());
       }
       segments.push_back(s);
     }
-    return staging_->WaitInputs();
+    return master_->staging().WaitInputs();
   };
   const absl::Status staged = stage();
-  // An optimizer with tensor sums meets the other ranks inside StepOptimizer: a rank whose copies
-  // failed must not skip that meeting alone.
-  if (optimizer_->tensor_sums() > 0) {
+  // An optimizer with tensor sums meets the other ranks inside MasterState::Step: a rank whose
+  // copies failed must not skip that meeting alone.
+  if (master_->optimizer().tensor_sums() > 0) {
     ZT_RETURN_IF_ERROR(AgreeAllOk(staged, ""));
   } else {
     ZT_RETURN_IF_ERROR(staged);
   }
-  ZT_RETURN_IF_ERROR(StepOptimizer(grad_scale, segments));
-  return staging_->Publish();
+  ZT_RETURN_IF_ERROR(master_->Step(optimizer_steps_ + 1, grad_scale, segments));
+  return master_->staging().Publish();
 }
 
 absl::Status Engine::StepAtBoundary() {

@@ -1,21 +1,19 @@
-// Engine::StepOptimizer: the ShardOptimizer over every sub-group of the state, in one pass, or,
-// for an optimizer whose update needs sums over whole parameter tensors (tensor_sums() > 0, as
+// MasterState::Step: the ShardOptimizer over every sub-group of the state, in one pass, or, for
+// an optimizer whose update needs sums over whole parameter tensors (tensor_sums() > 0, as
 // LAMB's trust ratio), in two passes around the all-reduce of those sums.
-#include <ATen/ATen.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <optional>
 
-#include "engine/engine.h"
-#include "engine/step_staging.h"
-#include "offload/sub_group_store.h"
+#include "engine/master_state.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
 namespace {
 
 // The part of segment s inside [begin, end), its pointers moved along; none when they do not
-// overlap. Gradients the store keeps (null here) are found per sub-group, in StepOptimizer.
+// overlap. Gradients the store keeps (null here) are found per sub-group, in Step.
 std::optional<ShardSegment> Clip(const ShardSegment& s, int64_t begin, int64_t end) {
   const int64_t lo = std::max(s.offset, begin);
   const int64_t hi = std::min(s.offset + s.size, end);
@@ -62,11 +60,11 @@ std::vector<ShardSegment> CutAtParams(const std::vector<ShardSegment>& segments,
 
 // The optimizer runs once per piece of every sub-group, as the store cuts it (the whole
 // sub-group, or its overlap with each part of a shard on NVMe).
-absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSegment>& segments) {
-  const int64_t step = optimizer_steps_ + 1;
+absl::Status MasterState::Step(int64_t step, double grad_scale,
+                               const std::vector<ShardSegment>& segments) {
   auto shard_of = [&](const offload::SubGroupView& v, int64_t begin, int64_t end) {
     ShardState shard;
-    shard.device = state_device_;
+    shard.device = device_;
     shard.begin = begin;
     shard.numel = end - begin;
     shard.master = v.arrays[0] + (begin - v.begin);
@@ -98,19 +96,20 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
   std::vector<ShardSegment> stepped = segments;
   at::Tensor sums;
   if (width > 0) {
-    sums = at::zeros({static_cast<int64_t>(flat_params().num_params()) * width}, at::kDouble);
-    stepped = CutAtParams(segments, store_->MasterRuns(), width, sums.data_ptr<double>());
+    sums =
+        at::zeros({static_cast<int64_t>(params_->flat_params().num_params()) * width}, at::kDouble);
+    stepped = CutAtParams(segments, params_->MasterRuns(), width, sums.data_ptr<double>());
     // Pass 1 writes no parameter, so it visits the sub-groups without the store's pieces.
-    const absl::Status summed = VisitStateWithGrads([&](const offload::SubGroupView& v) {
+    const absl::Status summed = VisitWithGrads([&](const offload::SubGroupView& v) {
       std::vector<ShardSegment> parts = inside(stepped, v, v.begin, v.begin + v.numel, {});
       for (ShardSegment& p : parts) p.params_out = nullptr;
       return optimizer_->AddTensorSums(step, grad_scale, shard_of(v, v.begin, v.begin + v.numel),
                                        parts);
     });
     // A rank that failed would leave the others waiting in the all-reduce.
-    ZT_RETURN_IF_ERROR(AgreeAllOk(summed, ""));
+    ZT_RETURN_IF_ERROR(AgreeAllOk(group_, summed, ""));
     // Where each rank holds a disjoint part of the master, a tensor's sums are spread over ranks.
-    if (store_->grads_sharded()) {
+    if (params_->grads_sharded()) {
       ZT_RETURN_IF_ERROR(group_->AllReduce(sums, comm::ReduceOp::kSum));
     }
   }
@@ -118,9 +117,9 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
   // under offload_optimizer) is written into a staging buffer and copied back before the store
   // writes the piece back (only stage 3 hands pieces out, and it has no ParamsOut segments, so
   // Publish copies this piece's buffer alone).
-  return VisitStateWithGrads([&](const offload::SubGroupView& v) {
-    return store_->ForEachStepPiece(
-        v.begin, v.begin + v.numel, master_aliases_params_,
+  return VisitWithGrads([&](const offload::SubGroupView& v) {
+    return params_->ForEachStepPiece(
+        v.begin, v.begin + v.numel, aliases_params_,
         [&](int64_t lo, int64_t hi, const at::Tensor& out) -> absl::Status {
           at::Tensor written = out;
           if (out.defined()) {
@@ -133,10 +132,10 @@ absl::Status Engine::StepOptimizer(double grad_scale, const std::vector<ShardSeg
   });
 }
 
-absl::Status Engine::VisitStateWithGrads(
+absl::Status MasterState::VisitWithGrads(
     const std::function<absl::Status(const offload::SubGroupView&)>& fn) {
-  return reducer_->sinks_grads() ? state_->VisitWithGrads(offload::Access::kReadWrite, fn)
-                                 : state_->VisitAll(offload::Access::kReadWrite, fn);
+  return grads_in_store_ ? store_->VisitWithGrads(offload::Access::kReadWrite, fn)
+                         : store_->VisitAll(offload::Access::kReadWrite, fn);
 }
 
 }  // namespace zerotrain::engine
