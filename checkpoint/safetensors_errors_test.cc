@@ -1,7 +1,7 @@
 // Malformed safetensors files and index files: each header error is one message naming the file
 // (and the tensor), and truncated or randomly damaged files give a clean error or a header whose
 // every byte range lies inside the file, never a crash (CI runs this under ASan and UBSan).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <filesystem>

@@ -4,7 +4,7 @@
 // transformers' names and split. Header errors and fuzzing: safetensors_errors_test.cc.
 #include "checkpoint/safetensors.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <filesystem>

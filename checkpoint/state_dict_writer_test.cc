@@ -4,7 +4,7 @@
 #include "checkpoint/state_dict_writer.h"
 
 #include <torch/serialize.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,7 +1,10 @@
 // Reference checks behind collective_checks.h.
 #include "comm/collective_checks.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 
 #include <functional>
 

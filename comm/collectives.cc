@@ -1,6 +1,8 @@
 // ProcessGroup's collectives: argument checks, padding of flat buffers to equal shards, and
 // averaging as a sum followed by a division, so every backend only moves exact-size buffers.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 
 #include "absl/strings/str_cat.h"
 #include "comm/backend.h"

@@ -1,6 +1,8 @@
 // Every collective over Gloo and over shared memory, checked exactly against a scalar reference
 // (collective_checks.h), for world sizes 1-4; and asynchronous ops waited on in reverse order.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
 
 #include <tuple>
 

@@ -1,6 +1,8 @@
 // The NCCL backend, one rank per visible GPU: every collective checked exactly on CUDA tensors.
 // Skips, saying why, when built without --config=cuda or when no GPU is present.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/zeros.h>
 
 #include "absl/strings/str_cat.h"
 #include "comm/collective_checks.h"

@@ -1,7 +1,7 @@
 // ProcessGroup: rendezvous, argument checks, padding and error context over any Backend.
 #include "comm/process_group.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>

@@ -3,7 +3,9 @@
 // corruption.
 #include "comm/process_group.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>

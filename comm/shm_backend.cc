@@ -4,7 +4,10 @@
 // each reader. Ops run one at a time, in issue order, on a thread of the backend's own, in chunks
 // of one slot, alternating between the segment's two slot sets. A reduction is computed for each
 // element by one rank only, in rank order, so every rank ends with bitwise the same result.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/maximum.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>

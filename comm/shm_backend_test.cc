@@ -2,7 +2,12 @@
 // bitwise equal on every rank and to a plain left-to-right reference, an all-gather whose input is
 // its own slice of the output, no segment left in /dev/shm, and dead or silent peers reported
 // quickly instead of hanging.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // Engine construction, Backward and the memory accounting (Step lives in engine_step.cc).
 #include "engine/engine.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/nn/module.h>

@@ -1,6 +1,6 @@
 // The engine's accounting: model-state bytes checked against the sizes of the tensors it holds
 // and against the ZeRO formulas, and which collectives each stage issues per micro-step.
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <tuple>
 

@@ -4,8 +4,8 @@
 // across ranks between the phases of checkpoint/tag_writer.h, which owns the files, the
 // manifest and `latest`. Loading re-slices through the saved layout, so any world
 // size and stage 0-3 can load any checkpoint of the same model (docs/CHECKPOINT.md).
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 

@@ -5,7 +5,7 @@
 // keep_last_checkpoints prunes old tags while orphan temporaries go at the next save. The
 // expected words are built from what the engines report (run ids, steps), not copied from
 // output.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>

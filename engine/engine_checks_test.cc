@@ -2,7 +2,7 @@
 // stage 3, a parameter without a gradient, Step
 // before Backward, ranks that disagree on model or options, inconsistent batch sizes), the
 // broadcast of rank 0's initial parameters, and the optimizer extension point.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"

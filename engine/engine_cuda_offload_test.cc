@@ -5,7 +5,7 @@
 // cpu and nvme within 1e-6 of each other (the same host kernel); and at their peaks stage 3, and
 // stage 2 and 3 with the optimizer offloaded, hold less device memory than stage 2 (or 3) without
 // offload. Every test skips, saying why, where no CUDA device is visible.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <iostream>

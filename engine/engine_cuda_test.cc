@@ -6,7 +6,7 @@
 // that dies becomes an error within the timeout; and each stage's peak device memory is below the
 // stage before; the step's phase times come from CUDA events. Every test skips, saying why, where
 // no CUDA device is visible.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <cmath>

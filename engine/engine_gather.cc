@@ -1,7 +1,7 @@
 // The Engine's parameter access: the forward scope stage 3 reads parameters in, and
 // GatheredParameters (deepspeed.zero.GatheredParameters) for reading or changing chosen
 // parameters outside forward, at any stage.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 
 #include <cstdio>

@@ -7,7 +7,7 @@
 // last check allows 1e-6 (another world size sums gradients in another order: 1.5e-8 measured
 // on 1 rank, 0 on 2), while the step itself moves parameters by up to 1e-3 in amounts set by
 // the restored Adam moments, so lost or mis-sliced optimizer states fail it.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstring>

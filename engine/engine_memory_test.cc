@@ -4,7 +4,7 @@
 // steady training step. The ZeRO formula says 16Ψ/4 bytes at stage 0, 14Ψ/4 at stage 1 (a separate
 // fp32 master shard), 12Ψ/4 at stage 2 and 8Ψ/4 at stage 3 on two ranks: each stage must hold less
 // than the one before at every phase. engine_cuda_test holds the CUDA allocator to the same.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <sstream>
 

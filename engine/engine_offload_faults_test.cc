@@ -10,7 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <csignal>
 #include <filesystem>

@@ -7,7 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <csignal>
 #include <filesystem>

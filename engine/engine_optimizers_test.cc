@@ -4,7 +4,8 @@
 // and for LAMB optim's double-precision loop of DeepSpeed FusedLamb's maths (lamb_reference.h),
 // which takes each trust ratio from the whole tensor. A LAMB that took it per shard, or missed the
 // other rank's part, would not match.
-#include <torch/torch.h>
+#include <torch/optim.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <filesystem>

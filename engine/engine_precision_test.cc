@@ -3,7 +3,7 @@
 // layer; an inf injected into one rank's gradient makes every rank skip that step (fp16 also
 // halves the loss scale; bf16 and fp32 skip through check_grad_overflow, and without it the inf
 // reaches the weights), and the ranks then continue with identical weights.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <limits>

@@ -4,7 +4,7 @@
 // and after 20 steps the parameters match the single-process AdamW reference; the same with the
 // slices spilled to swap files as they are cut (none held in memory) into an engine whose shard
 // is on NVMe. A ShardedInit that does not match the engine is refused, naming what differs.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <filesystem>

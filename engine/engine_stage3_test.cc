@@ -5,7 +5,7 @@
 // queryable, and reading one fails with a message pointing to GatheredParameters; a modifier
 // rank's changes inside GatheredParameters reach every rank's shard and fp32 master; and a
 // forward that takes another branch than the recorded one trains on without a hang.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"

@@ -1,7 +1,7 @@
 // Engine::Step: the accumulation boundary's overflow agreement, global-norm clipping, the
 // optimizer step on this rank's fp32 shard and the store's publication of the update (stages 1
 // and 2 all-gather; stage 3 gathers on use, and only its persistent parameters here).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>

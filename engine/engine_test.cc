@@ -11,7 +11,7 @@
 // engine_checks_test.
 #include "engine/engine.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/test_models.h"

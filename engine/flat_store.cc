@@ -3,7 +3,7 @@
 // rank's, without the padding between dtype groups).
 #include "engine/flat_store.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>

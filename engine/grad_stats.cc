@@ -2,7 +2,12 @@
 // they are in: optim's SIMD loops on the host, ATen reductions on a device.
 #include "engine/grad_stats.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 
 #include <cmath>
 

@@ -2,8 +2,13 @@
 // host kernels on the same CPU tensors, for fp32, bf16 and fp16 shards with and without inf/NaN.
 #include "engine/grad_stats.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <limits>

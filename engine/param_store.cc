@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -2,7 +2,7 @@
 // the step over shard parts, the refresh of gathered copies, and loading into the shard.
 #include "engine/sharded_store.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>

@@ -2,7 +2,9 @@
 // blocks whose reuse waits for the copies' fences.
 #include "engine/step_staging.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
 #include <memory>

@@ -6,7 +6,10 @@
 // timeout is an error naming the direction.
 #include "engine/step_staging.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 
 #include "gtest/gtest.h"
 

@@ -1,7 +1,9 @@
 // StoreGradSink: reduced gradient slices into the state store's gradient pass (see the header).
 #include "engine/store_grad_sink.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 

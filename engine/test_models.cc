@@ -2,6 +2,8 @@
 // tests.
 #include "engine/test_models.h"
 
+#include <torch/torch.h>
+
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "tools/status_macros.h"

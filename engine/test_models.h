@@ -5,7 +5,8 @@
 // loop with torch::optim::AdamW (or another optimizer the test supplies).
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
 
 #include <functional>
 #include <memory>

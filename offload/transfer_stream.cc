@@ -1,7 +1,7 @@
 // Fence's waits and the CPU's TransferStream: copies that finish before Copy returns.
 #include "offload/transfer_stream.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
 #include "absl/strings/str_cat.h"

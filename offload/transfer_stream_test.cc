@@ -3,7 +3,10 @@
 // cannot copy to are refused by name.
 #include "offload/transfer_stream.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/zeros.h>
 
 #include "gtest/gtest.h"
 

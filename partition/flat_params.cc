@@ -1,7 +1,8 @@
 // Moves parameters into flat buffers, one per dtype group (see flat_params.h).
 #include "partition/flat_params.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The gather-on-use dispatch fallback and its registry (see gather_on_use.h).
 #include "partition/gather_on_use.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>

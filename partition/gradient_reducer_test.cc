@@ -9,7 +9,7 @@
 // and to replace again after Zero() or after a pass the sink failed part-way.
 #include "partition/gradient_reducer.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <functional>
 

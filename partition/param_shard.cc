@@ -2,7 +2,9 @@
 // region per part with a prefix of the parts kept in host memory (max_in_cpu).
 #include "partition/param_shard.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

@@ -6,7 +6,7 @@
 // once, in order, at its length, and a fill's error comes back as it is.
 #include "partition/param_shard.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <memory>

@@ -1,7 +1,7 @@
 // Partitioning a model as it is built (see sharded_init.h).
 #include "partition/sharded_init.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 

@@ -1,7 +1,10 @@
 // ZeRO stage 3 parameter storage, gathering and release (see sharded_params.h).
 #include "partition/sharded_params.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 // change of order, and take values written back while pinned.
 #include "partition/sharded_params.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"

@@ -7,7 +7,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <vector>

@@ -1,7 +1,7 @@
 // The trainer's progress lines, monitors and summary (see run_report.h).
 #include "trainer/run_report.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <chrono>

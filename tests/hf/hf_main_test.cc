@@ -4,7 +4,7 @@
 // continuation is transformers'; and a model fine-tuned from init_from (ZeRO stage 3) exports to
 // a checkpoint whose logits in transformers are zerotrain's own.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <fstream>
 #include <regex>

@@ -4,7 +4,7 @@
 // (hf_config.h, hf_weights.h) and give transformers' logits (fp32, tight tolerance) and its
 // greedy continuation; checkpoints that do not fit the model are one error naming every tensor.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>

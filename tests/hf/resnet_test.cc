@@ -5,7 +5,7 @@
 // the plain forward's loss, gradients and running statistics (a recomputation does not count a
 // batch twice).
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <map>
 #include <set>

@@ -4,7 +4,7 @@
 #include "trainer/data/sampler.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <set>
 

@@ -4,7 +4,7 @@
 #include "trainer/data/token_dataset.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <fstream>

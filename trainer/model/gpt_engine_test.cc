@@ -3,7 +3,7 @@
 // from about ln 256 well into the byte-frequency range within a few dozen steps; each rank's
 // milliseconds per step are printed (how long the default run's steps take).
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 

@@ -6,7 +6,7 @@
 #include "trainer/model/llama.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <map>
