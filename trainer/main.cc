@@ -98,8 +98,8 @@ absl::StatusOr<comm::RendezvousInfo> JobInfo(const MainFlags& flags) {
 // --estimate_memory: the model from the flags, else from the config's GPT.
 absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const TrainerConfig& config) {
   advisor::AdvisorInput in;
-  in.total_params = ModelParameterCount(config.model);
-  in.largest_layer_params = LargestLayerParameterCount(config.model);
+  in.total_params = models::ModelParameterCount(config.model);
+  in.largest_layer_params = models::LargestLayerParameterCount(config.model);
   if (!flags.params.empty()) {  // with --largest_layer_params (ParseMainFlags checks)
     ZT_ASSIGN_OR_RETURN(in.total_params, advisor::ParseCount("params", flags.params));
     ZT_ASSIGN_OR_RETURN(in.largest_layer_params,

@@ -11,13 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/checkpoint_reader.h"
+#include "engine/saved_checkpoint.h"
+#include "hf/hf_export.h"
+#include "hf/hf_weights.h"
+#include "models/generate.h"
+#include "models/model.h"
+#include "models/tokenizer.h"
 #include "tools/status_macros.h"
-#include "trainer/data/tokenizer.h"
-#include "trainer/model/generate.h"
-#include "trainer/model/hf_export.h"
-#include "trainer/model/hf_weights.h"
-#include "trainer/model/model.h"
 #include "trainer/run_checks.h"
 
 namespace zerotrain::trainer {
@@ -25,38 +25,13 @@ namespace {
 
 // The fp32 master values of a zerotrain checkpoint, by parameter name, as consolidate reads them.
 absl::Status LoadTrainingCheckpoint(const std::string& dir, torch::nn::Module& model) {
-  ZT_ASSIGN_OR_RETURN(auto reader, checkpoint::CheckpointReader::Open(dir));
-  ZT_RETURN_IF_ERROR(reader->VerifyFileChecksums());
-  std::map<std::string, int> index;
-  for (int i = 0; i < reader->num_params(); ++i) index[reader->manifest().params(i).name()] = i;
-  std::vector<std::string> problems;
-  for (const auto& item : model.named_parameters()) {
-    auto it = index.find(item.key());
-    if (it == index.end()) {
-      problems.push_back(absl::StrCat(item.key(), " is not in it"));
-    } else if (reader->manifest().params(it->second).numel() != item.value().numel()) {
-      problems.push_back(absl::StrCat(item.key(), " has ",
-                                      reader->manifest().params(it->second).numel(),
-                                      " elements where the model has ", item.value().numel()));
-    }
-  }
-  if (!problems.empty() || index.size() != model.named_parameters().size()) {
-    problems.push_back(absl::StrCat("it holds ", index.size(), " parameters, the model ",
-                                    model.named_parameters().size()));
-    return absl::InvalidArgumentError(
-        absl::StrCat("run.resume_from ", dir,
-                     " does not fit the configured model: ", absl::StrJoin(problems, "; ")));
-  }
-  torch::NoGradGuard no_grad;
-  for (auto& item : model.named_parameters()) {
-    ZT_ASSIGN_OR_RETURN(std::vector<float> values, reader->ReadParam(index[item.key()]));
-    item.value().copy_(torch::from_blob(values.data(), item.value().sizes(), torch::kFloat));
-  }
-  return absl::OkStatus();
+  const absl::Status loaded = engine::LoadSavedParameters(dir, model);
+  if (loaded.ok()) return loaded;
+  return absl::Status(loaded.code(), absl::StrCat("run.resume_from: ", loaded.message()));
 }
 
 absl::StatusOr<std::vector<int64_t>> PromptTokens(const ModelToolOptions& o,
-                                                  const Tokenizer& tokenizer) {
+                                                  const models::Tokenizer& tokenizer) {
   if (o.prompt_tokens.empty() == o.prompt.empty()) {
     return absl::InvalidArgumentError(
         "--generate takes exactly one of --prompt and --prompt_tokens");
@@ -79,16 +54,17 @@ absl::StatusOr<std::vector<int64_t>> PromptTokens(const ModelToolOptions& o,
 
 // A text prompt goes through data.tokenizer (bytes without one); the continuation is printed as
 // ids, and as text for a text prompt.
-absl::Status Generate(CausalLm& model, const Tokenizer& tokenizer, const ModelToolOptions& o) {
+absl::Status PrintContinuation(models::CausalLm& model, const models::Tokenizer& tokenizer,
+                               const ModelToolOptions& o) {
   ZT_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, PromptTokens(o, tokenizer));
-  GenerateOptions g;
+  models::GenerateOptions g;
   g.greedy = o.temperature == 0;
   g.temperature = o.temperature;
   g.top_k = o.top_k;
   g.seed = o.seed;
   g.max_new_tokens = o.max_new_tokens;
   const size_t n = prompt.size();
-  ZT_ASSIGN_OR_RETURN(std::vector<int64_t> all, ContinueTokens(model, prompt, g));
+  ZT_ASSIGN_OR_RETURN(std::vector<int64_t> all, models::ContinueTokens(model, prompt, g));
   const std::vector<int64_t> added(all.begin() + n, all.end());
   const std::string how = g.greedy ? "greedy"
                                    : absl::StrCat("temperature ", o.temperature, ", top_k ",
@@ -102,41 +78,42 @@ absl::Status Generate(CausalLm& model, const Tokenizer& tokenizer, const ModelTo
 }  // namespace
 
 absl::Status RunModelTool(const TrainerConfig& config, const ModelToolOptions& o) {
-  if (config.model.family == ModelFamily::kResNet) {
+  if (config.model.family == models::ModelFamily::kResNet) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--generate and --export_hf take a language model (model.name gpt2 or llama), not ",
-        ModelName(config.model)));
+        models::ModelName(config.model)));
   }
   // Before the model is built or loaded: a directory that cannot be written is bad input.
   if (!o.export_hf.empty()) ZT_RETURN_IF_ERROR(CheckOutputDirWritable(o.export_hf, "--export_hf"));
   torch::manual_seed(config.run.seed);
-  ZT_ASSIGN_OR_RETURN(std::shared_ptr<TrainerModel> built, MakeModel(config.model));
-  std::shared_ptr<CausalLm> model = std::dynamic_pointer_cast<CausalLm>(built);
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<models::TrainerModel> built, models::MakeModel(config.model));
+  std::shared_ptr<models::CausalLm> model = std::dynamic_pointer_cast<models::CausalLm>(built);
   std::string source = "random initialisation";
   if (!config.run.resume_from.empty()) {
     ZT_RETURN_IF_ERROR(LoadTrainingCheckpoint(config.run.resume_from, *model));
     source = config.run.resume_from;
   } else if (!config.model.init_from.empty()) {
-    ZT_RETURN_IF_ERROR(LoadHfWeights(config.model.init_from, config.model, *model).status());
+    ZT_RETURN_IF_ERROR(hf::LoadHfWeights(config.model.init_from, config.model, *model).status());
     source = config.model.init_from;
   }
   std::printf("zerotrain: %s model, %.2fM parameters, weights from %s\n",
-              ModelName(config.model).c_str(), ModelParameterCount(config.model) / 1e6,
-              source.c_str());
+              models::ModelName(config.model).c_str(),
+              models::ModelParameterCount(config.model) / 1e6, source.c_str());
   if (!o.export_hf.empty()) {
     std::vector<std::pair<std::string, at::Tensor>> params;
     for (const auto& item : model->named_parameters()) {
       params.emplace_back(item.key(), item.value().detach());
     }
-    ZT_ASSIGN_OR_RETURN(std::vector<std::string> files,
-                        WriteHfCheckpoint(o.export_hf, config.model, params, o.max_shard_bytes));
+    ZT_ASSIGN_OR_RETURN(
+        std::vector<std::string> files,
+        hf::WriteHfCheckpoint(o.export_hf, config.model, params, o.max_shard_bytes));
     std::printf("zerotrain: wrote a Hugging Face checkpoint to %s (%zu files)\n",
                 o.export_hf.c_str(), files.size());
   }
   if (o.generate) {
-    ZT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
-                        LoadTokenizer(config.data.tokenizer));
-    ZT_RETURN_IF_ERROR(Generate(*model, *tokenizer, o));
+    ZT_ASSIGN_OR_RETURN(const std::unique_ptr<models::Tokenizer> tokenizer,
+                        models::LoadTokenizer(config.data.tokenizer));
+    ZT_RETURN_IF_ERROR(PrintContinuation(*model, *tokenizer, o));
   }
   return absl::OkStatus();
 }

@@ -42,14 +42,14 @@
 #include "comm/launcher.h"
 #include "engine/engine.h"
 #include "engine/tensor_memory.h"
+#include "engine/zero_init.h"
+#include "models/gpt.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/sub_group_store.h"
 #include "offload/swap_file.h"
 #include "offload/swap_space.h"
-#include "partition/sharded_init.h"
 #include "tools/status_macros.h"
 #include "trainer/memory_cgroup.h"
-#include "trainer/model/gpt.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -106,8 +106,8 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-GptOptions Model(int64_t layers, int64_t embd) {
-  GptOptions g;
+models::GptOptions Model(int64_t layers, int64_t embd) {
+  models::GptOptions g;
   g.n_layer = layers, g.n_embd = embd, g.n_head = 8, g.block_size = kSeq, g.vocab_size = 256;
   return g;
 }
@@ -115,8 +115,8 @@ GptOptions Model(int64_t layers, int64_t embd) {
 // ---- A rank: the GPT and its engine; 2 steps, then (role=step, phases) --steps more and a row.
 
 struct Run {
-  std::unique_ptr<partition::ShardedInit> init;  // stage 3; outlives the engine
-  std::shared_ptr<Gpt> model;
+  std::unique_ptr<engine::ZeroInit> init;  // stage 3; outlives the engine
+  std::shared_ptr<models::Gpt> model;
   std::unique_ptr<engine::Engine> engine;
   double construction_mib = 0, create_mib = 0;  // peak RSS of each (role=phases)
 };
@@ -154,26 +154,21 @@ absl::Status Build(const Flags& f, comm::ProcessGroup* group, Run& r) {
     o.stage3.max_live_numel = 10000000;
     o.stage3.prefetch_numel = 5000000;
   }
-  GptOptions g = Model(f.layers, f.embd);
+  models::GptOptions g = Model(f.layers, f.embd);
   g.checkpoint_every = f.checkpoint_every;  // recompute/: block activations rebuilt in backward
   absl::Status partitioned;
   if (o.stage == 3) {  // partitioned while it is built, as training_run.cc does: never whole
-    r.init =
-        std::make_unique<partition::ShardedInit>(group, engine::Stage3BucketNumel(o), o.stage3);
     // As //trainer:main does: with the shard on NVMe, its slices go there as they are cut.
-    if (o.offload_param.device == engine::OffloadDevice::kNvme) {
-      ZT_RETURN_IF_ERROR(r.init->SpillTo({o.offload_param.nvme_path, o.offload_param.aio}));
-    }
+    ZT_ASSIGN_OR_RETURN(r.init, engine::ZeroInit::Create(group, &o));
     g.after_submodule = [&](const std::string&, torch::nn::Module& m) {
       if (partitioned.ok()) partitioned = r.init->Partition(m);
     };
-    o.sharded_init = r.init.get();
   }
   // As //trainer:main does: the model's large blocks are mapped by the counter too, so what
   // ShardedInit frees (each submodule's full values) goes back rather than into glibc's heaps.
   engine::InstallCpuTensorCounter();
   torch::manual_seed(0);
-  ZT_ASSIGN_OR_RETURN(r.model, MakeGpt(g));
+  ZT_ASSIGN_OR_RETURN(r.model, models::MakeGpt(g));
   ZT_RETURN_IF_ERROR(partitioned);
   r.construction_mib = PhasePeakMiB();
   ZT_ASSIGN_OR_RETURN(r.engine, engine::Engine::Create(*r.model, o, group));
@@ -186,7 +181,7 @@ absl::Status TrainStep(Run& r) {  // a c10::Error from forward lands in main's c
   at::Tensor loss;
   {
     auto scope = r.engine->BeginForward();
-    loss = GptLoss(r.model->forward(x), y);
+    loss = models::GptLoss(r.model->forward(x), y);
   }
   ZT_RETURN_IF_ERROR(r.engine->Backward(loss));
   return r.engine->Step();
@@ -212,7 +207,7 @@ absl::Status RankMain(const Flags& f) {
     const double* p = peaks.data_ptr<double>();
     if (group->rank() == 0) {
       std::printf("| %lld | %lld | %.0f | %.0f | %.0f |\n", (ll)f.layers,
-                  (ll)GptParameterCount(Model(f.layers, f.embd)), p[0], p[1], p[2]);
+                  (ll)models::GptParameterCount(Model(f.layers, f.embd)), p[0], p[1], p[2]);
     }
     return absl::OkStatus();
   }
@@ -272,7 +267,7 @@ absl::Status Table1(const Flags& f, const std::string& dir) {
       "buffer_count 4; median of %lld steps after 2 warm-up; MiB per rank (rank 0's; RSS: "
       "max over ranks)\n\n| stage | offload | step ms | peak RSS MiB | model state MiB | "
       "offloaded host MiB | offloaded nvme MiB |\n|---|---|---|---|---|---|---|\n",
-      (ll)f.layers, (ll)f.embd, (ll)kSeq, (ll)GptParameterCount(Model(f.layers, f.embd)),
+      (ll)f.layers, (ll)f.embd, (ll)kSeq, (ll)models::GptParameterCount(Model(f.layers, f.embd)),
       (ll)f.world, (ll)kMicro, (ll)f.sub_group, (ll)f.steps);
   std::fflush(stdout);
   absl::Status first;
@@ -480,7 +475,7 @@ absl::Status Table3(const Flags& f, const std::string& dir) {
     ZT_ASSIGN_OR_RETURN(Fit fit, Largest(f, **cap, stage, offload, dir));
     std::printf("| stage %d%s | %lld | %lld | %s | %s |\n", stage,
                 offload == "none" ? "" : (", offload " + offload).c_str(), (ll)fit.largest,
-                fit.largest > 0 ? (ll)GptParameterCount(Model(fit.largest, kFitEmbd)) : 0LL,
+                fit.largest > 0 ? (ll)models::GptParameterCount(Model(fit.largest, kFitEmbd)) : 0LL,
                 fit.failed > 0 ? std::to_string(fit.failed).c_str()
                                : absl::StrCat("none up to ", f.max_layers).c_str(),
                 fit.how.c_str());
@@ -490,7 +485,7 @@ absl::Status Table3(const Flags& f, const std::string& dir) {
 }
 
 absl::Status Drive(const Flags& f) {
-  if (absl::Status s = ValidateGptOptions(Model(f.layers, f.embd)); !s.ok())
+  if (absl::Status s = models::ValidateGptOptions(Model(f.layers, f.embd)); !s.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("--layers=", f.layers, " --embd=", f.embd, " (8 heads): ", s.message()));
   const char* tmp = std::getenv("TMPDIR");

@@ -56,7 +56,7 @@ std::optional<Size> SizeAfter(std::string_view message, std::string_view marker)
 // accumulate instead, which keeps the batch (and so the run's maths) the same.
 std::vector<std::string> ActivationAdvice(const TrainerConfig& c) {
   std::vector<std::string> out;
-  const ModelOptions& m = c.model;
+  const models::ModelOptions& m = c.model;
   if (m.checkpoint_every == 0) {
     out.push_back("activation checkpointing (model.checkpoint_every: 1)");
   } else if (m.checkpoint_every > 1) {

@@ -14,12 +14,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/manifest.h"
+#include "engine/saved_checkpoint.h"
+#include "models/model.h"
 #include "tools/status_macros.h"
 #include "trainer/data/load_dataset.h"
 #include "trainer/data/sampler.h"
-#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -31,7 +30,7 @@ namespace fs = std::filesystem;
 absl::Status CheckCheckpointDir(const RunOptions& run) {
   const std::string mine = run.output_dir + "/checkpoints";
   std::error_code ec;
-  if (run.save_interval == 0 || !fs::exists(mine + "/" + checkpoint::kLatestFileName, ec)) {
+  if (run.save_interval == 0 || !engine::HasCheckpoint(mine)) {
     return absl::OkStatus();
   }
   if (!run.resume_from.empty() && fs::equivalent(run.resume_from, mine, ec)) {
@@ -45,30 +44,29 @@ absl::Status CheckCheckpointDir(const RunOptions& run) {
 
 // The checkpoint's parameters against the configured language model's, counted without building
 // it (GptParameterCount and LlamaParameterCount are held to the built models by their tests).
-absl::Status CheckSameModel(const checkpoint::Manifest& m, const ModelOptions& model,
+absl::Status CheckSameModel(const engine::SavedCheckpoint& saved, const models::ModelOptions& model,
                             const std::string& where) {
-  if (model.family == ModelFamily::kResNet) return absl::OkStatus();
-  int64_t saved = 0;
-  for (const checkpoint::ParameterEntry& p : m.params()) saved += p.numel();
-  const int64_t want = ModelParameterCount(model);
-  if (saved == want) return absl::OkStatus();
+  if (model.family == models::ModelFamily::kResNet) return absl::OkStatus();
+  int64_t numel = 0;
+  for (const engine::SavedParameter& p : saved.params) numel += p.numel;
+  const int64_t want = models::ModelParameterCount(model);
+  if (numel == want) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      where, "the checkpoint holds a model of ", saved, " parameters (", m.params_size(),
-      " tensors), and the config's model (model.name \"", ModelName(model), "\", n_layer ",
+      where, "the checkpoint holds a model of ", numel, " parameters (", saved.params.size(),
+      " tensors), and the config's model (model.name \"", models::ModelName(model), "\", n_layer ",
       model.n_layer, ", n_embd ", model.n_embd, ", vocab_size ", model.vocab_size, ") has ", want,
       ": resume with the model section that run trained with"));
 }
 
-absl::Status CheckResume(const RunOptions& run, const ModelOptions& model) {
+absl::Status CheckResume(const RunOptions& run, const models::ModelOptions& model) {
   if (run.resume_from.empty()) return absl::OkStatus();
   const std::string where = absl::StrCat("run.resume_from = \"", run.resume_from, "\": ");
   // Opening checks the manifest and that every shard file is there, is the one it lists (run,
   // step, rank: checkpoint/shard_identity.h) and has its recorded size.
-  auto reader = checkpoint::CheckpointReader::Open(run.resume_from);
-  if (!reader.ok())
-    return absl::InvalidArgumentError(where + std::string(reader.status().message()));
-  ZT_RETURN_IF_ERROR(CheckSameModel((*reader)->manifest(), model, where));
-  const auto& client = (*reader)->manifest().client_state();
+  absl::StatusOr<engine::SavedCheckpoint> saved = engine::ReadSavedCheckpoint(run.resume_from);
+  if (!saved.ok()) return absl::InvalidArgumentError(where + std::string(saved.status().message()));
+  ZT_RETURN_IF_ERROR(CheckSameModel(*saved, model, where));
+  const auto& client = saved->client_state;
   int64_t step = 0;
   const auto it = client.find("trainer_step");
   if (it == client.end() || !absl::SimpleAtoi(it->second, &step)) {
@@ -87,8 +85,7 @@ absl::Status CheckResume(const RunOptions& run, const ModelOptions& model) {
 void ResolveAutoResume(RunOptions& run, int restart_count) {
   if (run.resume_from != kAutoResume && !(run.resume_from.empty() && restart_count > 0)) return;
   const std::string mine = run.output_dir + "/checkpoints";
-  std::error_code ec;
-  run.resume_from = fs::exists(mine + "/" + checkpoint::kLatestFileName, ec) ? mine : "";
+  run.resume_from = engine::HasCheckpoint(mine) ? mine : "";
 }
 
 absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field) {

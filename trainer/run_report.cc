@@ -10,14 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/generate.h"
+#include "models/tokenizer.h"
+#include "monitor/device_memory_stats.h"
+#include "monitor/memory_stats.h"
 #include "recompute/activation_checkpoint.h"
 #include "tools/status_macros.h"
 #include "trainer/bucket_notes.h"
 #include "trainer/config/config_table.h"
-#include "trainer/data/tokenizer.h"
-#include "trainer/metrics/device_memory_stats.h"
-#include "trainer/metrics/memory_stats.h"
-#include "trainer/model/generate.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -53,10 +53,10 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
                                                              comm::ProcessGroup* group,
                                                              const engine::Engine& engine,
                                                              const Dataset& data,
-                                                             const metrics::PhaseMemory& phases) {
+                                                             const monitor::PhaseMemory& phases) {
   std::unique_ptr<RunReport> r(new RunReport(config, group, engine, phases));
   if (group->rank() != 0) return r;
-  namespace n = metrics::names;
+  namespace n = monitor::names;
   std::vector<std::string> columns = {
       n::kLoss,         n::kLr,        n::kLossScale, n::kGradNorm,   n::kSamplesPerSec,
       n::kTokensPerSec, n::kMsPerStep, n::kForwardMs, n::kBackwardMs, n::kCommMs,
@@ -66,21 +66,21 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
     columns.push_back(n::kDevicePeakReservedMb);
   }
   columns.push_back(kEvalLoss);
-  for (std::string& c : metrics::PhaseColumns(r->on_cuda())) columns.push_back(std::move(c));
+  for (std::string& c : monitor::PhaseColumns(r->on_cuda())) columns.push_back(std::move(c));
   ZT_ASSIGN_OR_RETURN(r->sink_,
-                      metrics::MetricsSink::Create(config.metrics, columns,
+                      monitor::MetricsSink::Create(config.metrics, columns,
                                                    /*append=*/!config.run.resume_from.empty()));
   const engine::BatchSizes& b = engine.batch();
-  const ModelOptions& m = config.model;
+  const models::ModelOptions& m = config.model;
   const std::string shape =
-      m.family == ModelFamily::kResNet
+      m.family == models::ModelFamily::kResNet
           ? absl::StrCat("ResNet-", m.depth, " ",
-                         absl::StrFormat("%.2f", ModelParameterCount(m) / 1e6), "M parameters (",
-                         m.num_classes, " classes)")
-          : absl::StrCat(m.family == ModelFamily::kLlama ? "Llama" : "GPT", " ",
-                         absl::StrFormat("%.2f", ModelParameterCount(m) / 1e6), "M parameters (",
-                         m.n_layer, " layers, ", m.n_head, " heads, d_model ", m.n_embd,
-                         ", context ", m.block_size, ")");
+                         absl::StrFormat("%.2f", models::ModelParameterCount(m) / 1e6),
+                         "M parameters (", m.num_classes, " classes)")
+          : absl::StrCat(m.family == models::ModelFamily::kLlama ? "Llama" : "GPT", " ",
+                         absl::StrFormat("%.2f", models::ModelParameterCount(m) / 1e6),
+                         "M parameters (", m.n_layer, " layers, ", m.n_head, " heads, d_model ",
+                         m.n_embd, ", context ", m.block_size, ")");
   const std::string ranks =
       absl::StrCat(group->world_size(), group->world_size() == 1 ? " rank" : " ranks");
   std::printf(
@@ -101,7 +101,8 @@ absl::StatusOr<std::unique_ptr<RunReport>> RunReport::Create(const TrainerConfig
   // Every setting the run uses, defaults and derived values included, as DeepSpeed's engine lists
   // its own: a log then says exactly how the run was configured.
   std::printf("%s", ConfigTable(config.effective).c_str());
-  for (const std::string& note : WholeModelBufferNotes(config.engine, ModelParameterCount(m))) {
+  for (const std::string& note :
+       WholeModelBufferNotes(config.engine, models::ModelParameterCount(m))) {
     std::printf("zerotrain: note: %s\n", note.c_str());
   }
   std::fflush(stdout);
@@ -132,9 +133,9 @@ void RunReport::PrintSkipped(int64_t step) {
 }
 
 absl::StatusOr<RunReport::Memory> RunReport::MaxMemory() {
-  ZT_ASSIGN_OR_RETURN(const metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
+  ZT_ASSIGN_OR_RETURN(const monitor::MemoryUsage usage, monitor::ReadMemoryUsage());
   // The phases' peaks hold the run's: each phase restarts the process's high-water marks.
-  std::vector<double> values = metrics::ToDoubles(phases_.Peaks());
+  std::vector<double> values = monitor::ToDoubles(phases_.Peaks());
   values.push_back(static_cast<double>(usage.rss_bytes));
   // One collective for all of them; every rank has the same device type, so the same length.
   at::Tensor v = at::tensor(values, at::TensorOptions().dtype(at::kDouble));
@@ -144,8 +145,8 @@ absl::StatusOr<RunReport::Memory> RunReport::MaxMemory() {
   Memory m;
   m.rss = values.back();
   values.pop_back();
-  m.phases = metrics::FromDoubles(values);
-  const metrics::PhasePeak run = metrics::RunPeak(m.phases);
+  m.phases = monitor::FromDoubles(values);
+  const monitor::PhasePeak run = monitor::RunPeak(m.phases);
   m.peak_rss = static_cast<double>(run.rss_bytes);
   m.device_peak_allocated = static_cast<double>(run.device_allocated_bytes);
   m.device_peak_reserved = static_cast<double>(run.device_reserved_bytes);
@@ -155,7 +156,7 @@ absl::StatusOr<RunReport::Memory> RunReport::MaxMemory() {
 
 absl::StatusOr<std::vector<std::pair<double, double>>> RunReport::DevicePeaksByRank() {
   // This rank's peaks over every phase (each phase restarts the allocator's).
-  const metrics::PhasePeak d = metrics::RunPeak(phases_.Peaks());
+  const monitor::PhasePeak d = monitor::RunPeak(phases_.Peaks());
   at::Tensor mine = at::tensor(
       {static_cast<double>(d.device_allocated_bytes), static_cast<double>(d.device_reserved_bytes)},
       at::kDouble);
@@ -186,27 +187,27 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
   if (group_->rank() != 0) return absl::OkStatus();
   const double samples = static_cast<double>(engine_.batch().train_batch_size);
   const engine::StepTimes& t = engine_.last_step_times();
-  std::vector<metrics::Scalar> row = {
-      {metrics::names::kLoss, loss},
-      {metrics::names::kLr, engine_.lr()},
-      {metrics::names::kLossScale, engine_.loss_scale()},
-      {metrics::names::kGradNorm, engine_.last_grad_norm()},
-      {metrics::names::kSamplesPerSec, samples / seconds},
-      {metrics::names::kTokensPerSec, samples * TokensPerSample(config_.model) / seconds},
-      {metrics::names::kMsPerStep, 1e3 * seconds},
-      {metrics::names::kForwardMs, 1e3 * t.forward},
-      {metrics::names::kBackwardMs, 1e3 * t.backward},
-      {metrics::names::kCommMs, 1e3 * (t.backward_comm + t.allgather)},
-      {metrics::names::kStepMs, 1e3 * t.step},
+  std::vector<monitor::Scalar> row = {
+      {monitor::names::kLoss, loss},
+      {monitor::names::kLr, engine_.lr()},
+      {monitor::names::kLossScale, engine_.loss_scale()},
+      {monitor::names::kGradNorm, engine_.last_grad_norm()},
+      {monitor::names::kSamplesPerSec, samples / seconds},
+      {monitor::names::kTokensPerSec, samples * models::TokensPerSample(config_.model) / seconds},
+      {monitor::names::kMsPerStep, 1e3 * seconds},
+      {monitor::names::kForwardMs, 1e3 * t.forward},
+      {monitor::names::kBackwardMs, 1e3 * t.backward},
+      {monitor::names::kCommMs, 1e3 * (t.backward_comm + t.allgather)},
+      {monitor::names::kStepMs, 1e3 * t.step},
   };
   if (print) {
-    row.push_back({metrics::names::kRssMb, memory.rss / kMiB});
-    row.push_back({metrics::names::kPeakRssMb, memory.peak_rss / kMiB});
+    row.push_back({monitor::names::kRssMb, memory.rss / kMiB});
+    row.push_back({monitor::names::kPeakRssMb, memory.peak_rss / kMiB});
     if (on_cuda()) {
-      row.push_back({metrics::names::kDevicePeakAllocatedMb, memory.device_peak_allocated / kMiB});
-      row.push_back({metrics::names::kDevicePeakReservedMb, memory.device_peak_reserved / kMiB});
+      row.push_back({monitor::names::kDevicePeakAllocatedMb, memory.device_peak_allocated / kMiB});
+      row.push_back({monitor::names::kDevicePeakReservedMb, memory.device_peak_reserved / kMiB});
     }
-    for (metrics::Scalar& s : metrics::PhaseScalars(memory.phases, on_cuda())) {
+    for (monitor::Scalar& s : monitor::PhaseScalars(memory.phases, on_cuda())) {
       row.push_back(std::move(s));
     }
     PrintProgress(step, loss, window_seconds_ / window_steps_, memory);
@@ -216,10 +217,10 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
   ZT_RETURN_IF_ERROR(sink_->Write(step, row));
   // DeepSpeed's monitor tags, indexed by samples seen, for dashboards built on DeepSpeed runs.
   const int64_t seen = step * engine_.batch().train_batch_size;
-  std::vector<metrics::Scalar> ds = {{metrics::names::kDsTrainLoss, loss},
-                                     {metrics::names::kDsLr, engine_.lr()}};
+  std::vector<monitor::Scalar> ds = {{monitor::names::kDsTrainLoss, loss},
+                                     {monitor::names::kDsLr, engine_.lr()}};
   if (config_.engine.precision == engine::Precision::kFloat16) {
-    ds.push_back({metrics::names::kDsLossScale, engine_.loss_scale()});
+    ds.push_back({monitor::names::kDsLossScale, engine_.loss_scale()});
   }
   return sink_->WriteTensorBoardOnly(seen, ds);
 }
@@ -232,7 +233,7 @@ void RunReport::PrintProgress(int64_t step, double loss, double seconds,
       "rss %.0f MiB (peak %.0f)",
       static_cast<int>(std::to_string(config_.run.steps).size()), static_cast<long long>(step),
       static_cast<long long>(config_.run.steps), loss, engine_.lr(), samples,
-      samples * TokensPerSample(config_.model), 1e3 * seconds, memory.rss / kMiB,
+      samples * models::TokensPerSample(config_.model), 1e3 * seconds, memory.rss / kMiB,
       memory.peak_rss / kMiB);
   if (on_cuda()) {
     absl::StrAppendFormat(&line, " | cuda peak %.0f MiB allocated, %.0f MiB reserved",
@@ -264,7 +265,7 @@ absl::Status RunReport::Eval(int64_t step, double eval_loss) {
     resumed_step_ = -1;
     return absl::OkStatus();
   }
-  const metrics::Scalar row[] = {{kEvalLoss, eval_loss}};
+  const monitor::Scalar row[] = {{kEvalLoss, eval_loss}};
   return sink_->Write(step, row);
 }
 
@@ -299,8 +300,8 @@ absl::Status RunReport::Finish(bool memory_summary) {
     // Rank by rank, so the lines do not interleave.
     for (int r = 0; r < group_->world_size(); ++r) {
       if (r == group_->rank()) {
-        ZT_ASSIGN_OR_RETURN(metrics::MemoryUsage usage, metrics::ReadMemoryUsage());
-        const metrics::PhasePeak run = metrics::RunPeak(phases_.Peaks());
+        ZT_ASSIGN_OR_RETURN(monitor::MemoryUsage usage, monitor::ReadMemoryUsage());
+        const monitor::PhasePeak run = monitor::RunPeak(phases_.Peaks());
         usage.peak_rss_bytes = run.rss_bytes;  // VmHWM restarts with each phase
         const engine::ModelStateBytes b = engine_.model_state_bytes();
         const std::string states = absl::StrFormat(
@@ -311,13 +312,13 @@ absl::Status RunReport::Finish(bool memory_summary) {
         std::vector<std::string> lines = {states};
         // This rank's own device; CPU runs have nothing to add.
         if (on_cuda()) {
-          ZT_ASSIGN_OR_RETURN(metrics::DeviceMemoryStats device,
-                              metrics::ReadCudaMemoryStats(config_.engine.device.index()));
+          ZT_ASSIGN_OR_RETURN(monitor::DeviceMemoryStats device,
+                              monitor::ReadCudaMemoryStats(config_.engine.device.index()));
           device.peak_allocated_bytes = run.device_allocated_bytes;
           device.peak_reserved_bytes = run.device_reserved_bytes;
-          lines.push_back(metrics::DeviceMemoryLine(device));
+          lines.push_back(monitor::DeviceMemoryLine(device));
         }
-        std::printf("memory, rank %d:\n%s", r, metrics::MemorySummary(usage, lines).c_str());
+        std::printf("memory, rank %d:\n%s", r, monitor::MemorySummary(usage, lines).c_str());
         std::fflush(stdout);
       }
       ZT_RETURN_IF_ERROR(group_->Barrier());
@@ -336,14 +337,14 @@ absl::Status RunReport::Finish(bool memory_summary) {
       first_eval_loss_ < 0
           ? "no eval split (data.eval_fraction = 0)"
           : absl::StrFormat("eval loss %.4f -> %.4f", first_eval_loss_, last_eval_loss_).c_str(),
-      per_rank, per_rank * TokensPerSample(config_.model), peak_.peak_rss / kMiB,
+      per_rank, per_rank * models::TokensPerSample(config_.model), peak_.peak_rss / kMiB,
       engine_.model_state_bytes().total() / kMiB);
   std::printf("         offload: %s\n", OffloadSummary(config_.engine).c_str());
   // Where the peak came from: RSS is what the system sees; allocated is what LibTorch's CPU
   // allocator and the offload pool hand out, counted by role (offload/memory_roles.h).
   std::printf("         memory by phase (MiB, largest rank%s):\n%s",
               phases_.rss_per_phase() ? "" : "; RSS is the process's peak up to each phase's end",
-              metrics::PhaseTable(peak_.phases, on_cuda(), "           ").c_str());
+              monitor::PhaseTable(peak_.phases, on_cuda(), "           ").c_str());
   // What moving data between tiers cost this rank over the whole run (checkpoint saves included):
   // device<->host on a GPU (collectives staged through host memory, statistics reads), and NVMe.
   const engine::TierTraffic io = engine_.traffic();
@@ -403,10 +404,10 @@ absl::Status RunReport::Finish(bool memory_summary) {
   return absl::OkStatus();
 }
 
-absl::Status RunReport::Sample(TrainerModel& model,
+absl::Status RunReport::Sample(models::TrainerModel& model,
                                std::function<std::shared_ptr<void>()> forward_scope) {
   const bool rank0 = group_->rank() == 0;
-  auto* lm = dynamic_cast<CausalLm*>(&model);
+  auto* lm = dynamic_cast<models::CausalLm*>(&model);
   if (config_.run.sample_tokens <= 0) return absl::OkStatus();
   if (lm == nullptr || config_.data.source == DataSource::kTokens) {
     if (rank0) {
@@ -417,13 +418,13 @@ absl::Status RunReport::Sample(TrainerModel& model,
     std::fflush(stdout);
     return absl::OkStatus();
   }
-  GenerateOptions g;
+  models::GenerateOptions g;
   g.max_new_tokens = config_.run.sample_tokens;
   g.seed = config_.run.seed;
   g.forward_scope = std::move(forward_scope);
-  ZT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
-                      LoadTokenizer(config_.data.tokenizer));
-  ZT_ASSIGN_OR_RETURN(const std::string text, Generate(*lm, *tokenizer, "The ", g));
+  ZT_ASSIGN_OR_RETURN(const std::unique_ptr<models::Tokenizer> tokenizer,
+                      models::LoadTokenizer(config_.data.tokenizer));
+  ZT_ASSIGN_OR_RETURN(const std::string text, models::Generate(*lm, *tokenizer, "The ", g));
   if (rank0) {
     std::printf("\nsample (%lld tokens, temperature %.1f, top-k %lld):\n%s\n",
                 static_cast<long long>(g.max_new_tokens), g.temperature,

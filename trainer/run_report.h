@@ -15,12 +15,12 @@
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
 #include "engine/engine.h"
+#include "models/causal_lm.h"
+#include "monitor/metrics_sink.h"
+#include "monitor/phase_memory.h"
 #include "trainer/config/config_validate.h"
 #include "trainer/data/data_position.h"
 #include "trainer/data/dataset.h"
-#include "trainer/metrics/metrics_sink.h"
-#include "trainer/metrics/phase_memory.h"
-#include "trainer/model/causal_lm.h"
 
 namespace zerotrain::trainer {
 
@@ -36,7 +36,7 @@ class RunReport {
                                                            comm::ProcessGroup* group,
                                                            const engine::Engine& engine,
                                                            const Dataset& data,
-                                                           const metrics::PhaseMemory& phases);
+                                                           const monitor::PhaseMemory& phases);
   void Start();
   // After optimizer step `step` (1-based): `loss` is the mean over ranks, `seconds` its wall time.
   absl::Status Step(int64_t step, double loss, double seconds);
@@ -51,19 +51,20 @@ class RunReport {
   absl::Status Finish(bool memory_summary);
   // A sample of generated text (run.sample_tokens), printed by rank 0. Every rank generates the
   // same tokens, each forward inside `forward_scope` (GenerateOptions::forward_scope).
-  absl::Status Sample(TrainerModel& model, std::function<std::shared_ptr<void>()> forward_scope);
+  absl::Status Sample(models::TrainerModel& model,
+                      std::function<std::shared_ptr<void>()> forward_scope);
   const std::string& last_checkpoint() const { return last_checkpoint_; }  // "" = none saved
 
  private:
   RunReport(const TrainerConfig& config, comm::ProcessGroup* group, const engine::Engine& engine,
-            const metrics::PhaseMemory& phases)
+            const monitor::PhaseMemory& phases)
       : config_(config), group_(group), engine_(engine), phases_(phases) {}
   // Bytes, each the largest over ranks.
   struct Memory {
     double rss = 0, peak_rss = 0;
     // On CUDA: the caching allocator's peaks since the run began; 0 on the CPU.
     double device_peak_allocated = 0, device_peak_reserved = 0;
-    metrics::PhasePeaks phases{};  // each phase's, since the run began
+    monitor::PhasePeaks phases{};  // each phase's, since the run began
   };
   bool on_cuda() const { return config_.engine.device.is_cuda(); }
   // This rank's reading, then the largest over ranks (a collective).
@@ -77,8 +78,8 @@ class RunReport {
   const TrainerConfig& config_;
   comm::ProcessGroup* group_;
   const engine::Engine& engine_;
-  const metrics::PhaseMemory& phases_;
-  std::unique_ptr<metrics::MetricsSink> sink_;  // rank 0 only
+  const monitor::PhaseMemory& phases_;
+  std::unique_ptr<monitor::MetricsSink> sink_;  // rank 0 only
   double start_ = 0;
   double window_seconds_ = 0;  // since the last progress line
   int64_t window_steps_ = 0;

@@ -6,25 +6,22 @@
 #include <string.h>
 
 #include <chrono>
-#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/manifest.h"
 #include "engine/engine.h"
+#include "engine/saved_checkpoint.h"
 #include "engine/tensor_memory.h"
+#include "engine/zero_init.h"
+#include "hf/hf_weights.h"
+#include "models/gpt.h"
+#include "models/model.h"
+#include "monitor/phase_memory.h"
 #include "offload/memory_roles.h"
-#include "partition/sharded_init.h"
 #include "tools/status_macros.h"
 #include "trainer/data/data_position.h"
 #include "trainer/data/load_dataset.h"
 #include "trainer/data/sampler.h"
-#include "trainer/metrics/phase_memory.h"
-#include "trainer/model/gpt.h"
-#include "trainer/model/hf_weights.h"
-#include "trainer/model/model.h"
 #include "trainer/out_of_memory.h"
 #include "trainer/run_report.h"
 #include "trainer/stop_signal.h"
@@ -38,13 +35,13 @@ double Now() {
 
 // What a rank holds for the run; built once by Setup.
 struct Trainer {
-  Trainer(const TrainerConfig& config, comm::ProcessGroup* group, metrics::PhaseMemory* phases)
+  Trainer(const TrainerConfig& config, comm::ProcessGroup* group, monitor::PhaseMemory* phases)
       : config(config), group(group), phases(phases) {}
   const TrainerConfig& config;
   comm::ProcessGroup* group;
-  metrics::PhaseMemory* phases;                          // where each phase's peak memory is kept
-  std::unique_ptr<partition::ShardedInit> sharded_init;  // stage 3; outlives the engine
-  std::shared_ptr<TrainerModel> model;
+  monitor::PhaseMemory* phases;                 // where each phase's peak memory is kept
+  std::unique_ptr<engine::ZeroInit> zero_init;  // stage 3; outlives the engine
+  std::shared_ptr<models::TrainerModel> model;
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<Dataset> data;
   std::optional<DistributedSampler> sampler;
@@ -78,48 +75,42 @@ absl::Status Setup(Trainer& t) {
   // The data first: it is cheap, and a bad file or size should not wait for the model.
   ZT_ASSIGN_OR_RETURN(t.data, LoadDataset(c.data, DataShapeOf(c.model)));
   engine::EngineOptions engine_options = c.engine;
-  std::unique_ptr<HfWeightsReader> weights;
+  std::unique_ptr<hf::HfWeightsReader> weights;
   if (!c.model.init_from.empty()) {
-    ZT_ASSIGN_OR_RETURN(weights, HfWeightsReader::Open(c.model.init_from, c.model));
+    ZT_ASSIGN_OR_RETURN(weights, hf::HfWeightsReader::Open(c.model.init_from, c.model));
   }
   absl::Status partitioned;
-  SubmoduleHook after_submodule;
-  t.phases->Enter(metrics::MemoryPhase::kConstruction);
+  models::SubmoduleHook after_submodule;
+  t.phases->Enter(monitor::MemoryPhase::kConstruction);
   offload::MemoryRoleScope parameters(offload::MemoryRole::kParameters);
   // Stage 3 partitions the model block by block as it is built: no rank holds all of it. With
   // init_from, rank 0 fills each block from the checkpoint first (the others only check it, so
   // all fail alike), and Partition's broadcast hands every rank its slices of those values.
   if (engine_options.stage == 3) {
-    t.sharded_init = std::make_unique<partition::ShardedInit>(
-        t.group, engine::Stage3BucketNumel(engine_options), engine_options.stage3);
     // With the parameter shard on NVMe, its slices go there as they are cut, not to memory.
-    const engine::ParamOffloadOptions& param = engine_options.offload_param;
-    if (param.device == engine::OffloadDevice::kNvme) {
-      ZT_RETURN_IF_ERROR(t.sharded_init->SpillTo({param.nvme_path, param.aio}));
-    }
+    ZT_ASSIGN_OR_RETURN(t.zero_init, engine::ZeroInit::Create(t.group, &engine_options));
     after_submodule = [&](const std::string& name, torch::nn::Module& m) {
       if (partitioned.ok() && weights) {
         partitioned = weights->Load(name, m, /*copy=*/t.group->rank() == 0);
       }
-      if (partitioned.ok()) partitioned = t.sharded_init->Partition(m);
+      if (partitioned.ok()) partitioned = t.zero_init->Partition(m);
     };
-    engine_options.sharded_init = t.sharded_init.get();
   }
-  ZT_ASSIGN_OR_RETURN(t.model, MakeModel(c.model, after_submodule));
+  ZT_ASSIGN_OR_RETURN(t.model, models::MakeModel(c.model, after_submodule));
   ZT_RETURN_IF_ERROR(partitioned);
   if (weights) {
     // Below stage 3 every rank loads the whole model (the engine starts from rank 0's anyway).
     if (!after_submodule) ZT_RETURN_IF_ERROR(weights->Load("", *t.model));
     ZT_RETURN_IF_ERROR(weights->Finish());
     if (t.group->rank() == 0) {
-      const HfLoadReport& loaded = weights->report();
+      const hf::HfLoadReport& loaded = weights->report();
       std::printf("zerotrain: loaded %lld tensors (%.1f MiB) from %s in %.2f s\n",
                   static_cast<long long>(loaded.tensors), loaded.bytes / 1048576.0,
                   c.model.init_from.c_str(), loaded.seconds);
     }
   }
   // Create moves the module to engine_options.device (the rank's, from its placement).
-  t.phases->Enter(metrics::MemoryPhase::kPartitioning);
+  t.phases->Enter(monitor::MemoryPhase::kPartitioning);
   auto engine = engine::Engine::Create(*t.model, engine_options, t.group);
   ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kSetup, engine.status()));
   t.engine = *std::move(engine);
@@ -172,10 +163,8 @@ absl::Status Stopped(const Trainer& t, int64_t step, const std::string& not_save
 // it at start) would interleave two runs' tags under one `latest`.
 std::string WhyNoSaveOnStop(const RunOptions& run) {
   if (!run.save_on_stop) return "run.save_on_stop is false: no checkpoint saved";
-  std::error_code ec;
   const std::string dir = run.output_dir + "/checkpoints";
-  if (run.save_interval == 0 && run.resume_from.empty() &&
-      std::filesystem::exists(dir + "/" + checkpoint::kLatestFileName, ec)) {
+  if (run.save_interval == 0 && run.resume_from.empty() && engine::HasCheckpoint(dir)) {
     return absl::StrCat("not saved: ", dir, " holds an earlier run's checkpoints");
   }
   return "";
@@ -194,20 +183,20 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
   for (int64_t micro = 0; micro < gas; ++micro) {
     at::Tensor loss;
     offload::MemoryRoleScope activations(offload::MemoryRole::kActivations);
-    t.phases->Enter(metrics::MemoryPhase::kForward);
+    t.phases->Enter(monitor::MemoryPhase::kForward);
     try {
       const Batch batch = OnDevice(t, t.sampler->NextBatch(*t.data));
       auto forward = t.engine->BeginForward();  // stage 3 gathers parameters inside it
-      loss = GptLoss(t.model->forward(batch.x), batch.y);
+      loss = models::GptLoss(t.model->forward(batch.x), batch.y);
       loss_sum += loss.item<double>();
     } catch (const c10::Error& e) {  // c10::OutOfMemoryError included
       return InPhase(t, RunPhase::kForward,
                      absl::InternalError(absl::StrCat("forward on rank ", t.group->rank(), ": ",
                                                       e.what_without_backtrace())));
     }
-    t.phases->Enter(metrics::MemoryPhase::kBackward);
+    t.phases->Enter(monitor::MemoryPhase::kBackward);
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kBackward, t.engine->Backward(loss)));
-    t.phases->Enter(metrics::MemoryPhase::kStep);
+    t.phases->Enter(monitor::MemoryPhase::kStep);
     offload::MemoryRoleScope other(offload::MemoryRole::kOther);
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kStep, t.engine->Step()));
   }
@@ -220,7 +209,7 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
                       t.engine->batch().micro_batch_size, t.config.run.eval_iters);
   double sum = 0;
   int64_t n = 0;
-  t.phases->Enter(metrics::MemoryPhase::kEval);
+  t.phases->Enter(monitor::MemoryPhase::kEval);
   offload::MemoryRoleScope activations(offload::MemoryRole::kActivations);
   try {
     torch::NoGradGuard no_grad;
@@ -228,7 +217,7 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
     for (Batch b; batches.Next(&b); ++n) {
       b = OnDevice(t, std::move(b));
       auto forward = t.engine->BeginForward();  // one forward each, as in training (stage 3)
-      sum += GptLoss(t.model->forward(b.x), b.y).item<double>();
+      sum += models::GptLoss(t.model->forward(b.x), b.y).item<double>();
     }
     t.model->train();
   } catch (const c10::Error& e) {
@@ -259,7 +248,7 @@ constexpr char kTrainerStep[] = "trainer_step";
 
 absl::Status Save(Trainer& t, int64_t step) {
   const double start = Now();
-  t.phases->Enter(metrics::MemoryPhase::kCheckpointSave);
+  t.phases->Enter(monitor::MemoryPhase::kCheckpointSave);
   // Tagged by the trainer's step, which skipped fp16 steps advance too (as DeepSpeed's
   // global_steps), so two saves never meet on one tag.
   const std::string tag = absl::StrCat("global_step", step);
@@ -283,19 +272,12 @@ absl::Status Save(Trainer& t, int64_t step) {
 // one micro-step read then, train_batch_size / gradient_accumulation_steps as its manifest
 // records them.
 absl::StatusOr<LegacyDataLayout> LegacyLayout(const std::string& dir) {
-  ZT_ASSIGN_OR_RETURN(const std::string tag, checkpoint::ReadLatest(dir));
-  const std::string path = absl::StrCat(dir, "/", tag, "/", checkpoint::kManifestFileName);
-  ZT_ASSIGN_OR_RETURN(const checkpoint::Manifest m, checkpoint::ReadManifest(path));
-  int64_t batch = 0, accumulation = 0;
-  for (absl::string_view line : absl::StrSplit(m.config_text(), '\n')) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, ": ");
-    if (kv.first == "train_batch_size") (void)absl::SimpleAtoi(kv.second, &batch);
-    if (kv.first == "gradient_accumulation_steps") (void)absl::SimpleAtoi(kv.second, &accumulation);
-  }
+  ZT_ASSIGN_OR_RETURN(const engine::SavedCheckpoint saved, engine::ReadSavedCheckpoint(dir));
+  const int64_t batch = saved.train_batch_size, accumulation = saved.gradient_accumulation_steps;
   if (batch <= 0 || accumulation <= 0 || batch % accumulation != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no train_batch_size / gradient_accumulation_steps to convert its ",
-                     kLegacySamplerPositionKey, " with"));
+        absl::StrCat(saved.tag_dir, ": no train_batch_size / gradient_accumulation_steps to ",
+                     "convert its ", kLegacySamplerPositionKey, " with"));
   }
   return LegacyDataLayout{batch / accumulation};
 }
@@ -304,7 +286,7 @@ absl::StatusOr<LegacyDataLayout> LegacyLayout(const std::string& dir) {
 absl::StatusOr<int64_t> Resume(Trainer& t) {
   const std::string& dir = t.config.run.resume_from;
   if (dir.empty()) return 0;
-  t.phases->Enter(metrics::MemoryPhase::kCheckpointLoad);
+  t.phases->Enter(monitor::MemoryPhase::kCheckpointLoad);
   auto loaded = t.engine->LoadCheckpoint(dir);
   ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kCheckpoint, loaded.status()));
   const std::map<std::string, std::string> client = *std::move(loaded);
@@ -333,7 +315,7 @@ absl::Status TrainModel(const TrainerConfig& config, comm::ProcessGroup* group,
                         const TrainOutputs& outputs) {
   // Every CPU tensor from here on is counted, by role, for the peaks of each phase.
   engine::InstallCpuTensorCounter();
-  metrics::PhaseMemory phases(config.engine.device.is_cuda() ? config.engine.device.index() : -1);
+  monitor::PhaseMemory phases(config.engine.device.is_cuda() ? config.engine.device.index() : -1);
   Trainer t(config, group, &phases);
   ZT_RETURN_IF_ERROR(Setup(t));
   const RunOptions& run = config.run;
@@ -361,7 +343,7 @@ absl::Status TrainModel(const TrainerConfig& config, comm::ProcessGroup* group,
   ZT_RETURN_IF_ERROR(Evaluate(t, run.steps));
   // The sample: every rank generates it, each forward in the engine's forward scope, so stage 3
   // gathers one submodule at a time as in training, never the whole model.
-  phases.Enter(metrics::MemoryPhase::kEnd);
+  phases.Enter(monitor::MemoryPhase::kEnd);
   engine::Engine* engine = t.engine.get();
   ZT_RETURN_IF_ERROR(
       InPhase(t, RunPhase::kSample, t.report->Sample(*t.model, [engine]() -> std::shared_ptr<void> {

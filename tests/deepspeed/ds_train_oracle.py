@@ -69,7 +69,7 @@ class Block(nn.Module):
 
 
 class Gpt(nn.Module):
-    """trainer/model/gpt.h's GPT (pre-LayerNorm, exact GELU, output tied to wte), same names."""
+    """models/gpt.h's GPT (pre-LayerNorm, exact GELU, output tied to wte), same names."""
 
     def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd):
         super().__init__()

@@ -12,10 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/state_dict_writer.h"
+#include "models/model.h"
 #include "tools/status_macros.h"
 #include "trainer/data/sampler.h"
 #include "trainer/data/token_dataset.h"
-#include "trainer/model/model.h"
 
 namespace zerotrain::testing {
 namespace {
@@ -37,7 +37,7 @@ void AppendInt64(const at::Tensor& t, std::string* bytes) {
 
 absl::Status WriteModelAndBatches(const trainer::TrainerConfig& config, int ranks, int64_t steps,
                                   const std::string& dir) {
-  const trainer::ModelOptions& m = config.model;
+  const models::ModelOptions& m = config.model;
   ZT_RETURN_IF_ERROR(WriteText(
       dir + "/model.json",
       absl::StrFormat(R"({"vocab_size": %d, "block_size": %d, "n_layer": %d, "n_head": %d, )"
@@ -70,14 +70,14 @@ absl::Status WriteModelAndBatches(const trainer::TrainerConfig& config, int rank
 absl::Status WriteInitialWeights(const trainer::TrainerConfig& config, const std::string& path) {
   // As TrainModel's Setup: the run's seed, then the model (the data draws nothing in between).
   torch::manual_seed(config.run.seed);
-  trainer::SubmoduleHook after_submodule;
+  models::SubmoduleHook after_submodule;
   if (config.engine.stage == 3) {
     // The trainer partitions each submodule here; partitioning draws nothing, so building with a
     // hook that keeps everything gives the same values in full.
     after_submodule = [](const std::string&, torch::nn::Module&) {};
   }
-  ZT_ASSIGN_OR_RETURN(const std::shared_ptr<trainer::TrainerModel> model,
-                      trainer::MakeModel(config.model, after_submodule));
+  ZT_ASSIGN_OR_RETURN(const std::shared_ptr<models::TrainerModel> model,
+                      models::MakeModel(config.model, after_submodule));
   ZT_ASSIGN_OR_RETURN(auto writer, checkpoint::StateDictWriter::Open(path));
   for (const auto& item : model->named_parameters()) {
     const at::Tensor p = item.value().detach().to(at::kFloat).contiguous();

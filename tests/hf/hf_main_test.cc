@@ -13,11 +13,11 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/safetensors.h"
+#include "hf/hf_config.h"
+#include "hf/hf_weights.h"
+#include "hf/safetensors.h"
 #include "tests/hf/hf_reference.h"
 #include "trainer/main_runner.h"
-#include "trainer/model/hf_config.h"
-#include "trainer/model/hf_weights.h"
 
 namespace zerotrain::trainer::testing {
 namespace {
@@ -38,14 +38,13 @@ std::string Config(const std::string& dir, const std::string& model, const std::
 // Every tensor of a safetensors checkpoint (one file or shards), by name.
 std::map<std::string, at::Tensor> Tensors(const std::string& path) {
   std::map<std::string, at::Tensor> out;
-  auto files = FindHfCheckpoint(path);
+  auto files = hf::FindHfCheckpoint(path);
   EXPECT_TRUE(files.ok()) << files.status();
   if (!files.ok()) return out;
   for (const std::string& file : files->weight_files) {
-    auto header = checkpoint::ReadSafetensorsHeader(file);
+    auto header = hf::ReadSafetensorsHeader(file);
     EXPECT_TRUE(header.ok()) << header.status();
-    for (const auto& t : header->tensors)
-      out[t.name] = *checkpoint::ReadSafetensorsTensor(*header, t.name);
+    for (const auto& t : header->tensors) out[t.name] = *hf::ReadSafetensorsTensor(*header, t.name);
   }
   return out;
 }
@@ -134,11 +133,11 @@ TEST(HfMainTest, AFineTunedModelExportsToWhatTransformersComputesAsWeDo) {
       << "four AdamW steps should have moved the weights";
 
   // Ours: the same files through init_from's loader; theirs: transformers on them.
-  ModelOptions options;
-  ASSERT_TRUE(ReadHfArchitecture(export_dir + "/hf", &options).ok());
-  auto ours = MakeModel(options);
+  models::ModelOptions options;
+  ASSERT_TRUE(hf::ReadHfArchitecture(export_dir + "/hf", &options).ok());
+  auto ours = models::MakeModel(options);
   ASSERT_TRUE(ours.ok()) << ours.status();
-  ASSERT_TRUE(LoadHfWeights(export_dir + "/hf", options, **ours).ok());
+  ASSERT_TRUE(hf::LoadHfWeights(export_dir + "/hf", options, **ours).ok());
   (*ours)->eval();
   auto hf = zerotrain::testing::RunExportedInTransformers(export_dir + "/hf");
   ASSERT_TRUE(hf.ok()) << hf.status();

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "hf/hf_config.h"
+#include "hf/hf_weights.h"
+#include "models/generate.h"
+#include "models/model.h"
 #include "tests/hf/hf_reference.h"
-#include "trainer/model/generate.h"
-#include "trainer/model/hf_config.h"
-#include "trainer/model/hf_weights.h"
-#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -34,21 +34,21 @@ at::Tensor Expected(const std::string& name) {
 }
 
 // The model init_from would build and load for `path`.
-std::shared_ptr<CausalLm> Load(const std::string& path, ModelOptions* options) {
-  absl::StatusOr<bool> has_config = ReadHfArchitecture(path, options);
+std::shared_ptr<models::CausalLm> Load(const std::string& path, models::ModelOptions* options) {
+  absl::StatusOr<bool> has_config = hf::ReadHfArchitecture(path, options);
   EXPECT_TRUE(has_config.ok() && *has_config) << has_config.status();
-  auto model = MakeModel(*options);
+  auto model = models::MakeModel(*options);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return nullptr;
-  auto loaded = LoadHfWeights(path, *options, **model);
+  auto loaded = hf::LoadHfWeights(path, *options, **model);
   EXPECT_TRUE(loaded.ok()) << loaded.status();
   if (!loaded.ok()) return nullptr;
   EXPECT_GT(loaded->tensors, 0);
   (*model)->eval();
-  return std::dynamic_pointer_cast<CausalLm>(*model);
+  return std::dynamic_pointer_cast<models::CausalLm>(*model);
 }
 
-void ExpectSameLogits(CausalLm& model, const at::Tensor& tokens, const at::Tensor& want) {
+void ExpectSameLogits(models::CausalLm& model, const at::Tensor& tokens, const at::Tensor& want) {
   torch::NoGradGuard no_grad;
   const at::Tensor got = model.forward(tokens);
   ASSERT_EQ(got.sizes(), want.sizes());
@@ -57,13 +57,13 @@ void ExpectSameLogits(CausalLm& model, const at::Tensor& tokens, const at::Tenso
   EXPECT_GT(want.abs().max().item<double>(), 0.1) << "the reference logits should not be ~0";
 }
 
-void ExpectSameGreedy(CausalLm& model, const at::Tensor& tokens, const at::Tensor& want) {
+void ExpectSameGreedy(models::CausalLm& model, const at::Tensor& tokens, const at::Tensor& want) {
   std::vector<int64_t> prompt(tokens[0].data_ptr<int64_t>(),
                               tokens[0].data_ptr<int64_t>() + tokens.size(1));
-  GenerateOptions g;
+  models::GenerateOptions g;
   g.greedy = true;
   g.max_new_tokens = want.size(0) - tokens.size(1);
-  auto got = ContinueTokens(model, prompt, g);
+  auto got = models::ContinueTokens(model, prompt, g);
   ASSERT_TRUE(got.ok()) << got.status();
   std::vector<int64_t> expected(want.data_ptr<int64_t>(), want.data_ptr<int64_t>() + want.numel());
   EXPECT_EQ(*got, expected);
@@ -72,18 +72,19 @@ void ExpectSameGreedy(CausalLm& model, const at::Tensor& tokens, const at::Tenso
 struct Case {
   const char* name;  // the reference's tensors: <name>.logits, <name>.greedy
   const char* path;  // under the test's directory
-  ModelFamily family;
+  models::ModelFamily family;
 };
 
 TEST(HfModelsTest, LogitsAndGreedyContinuationMatchTransformers) {
   const at::Tensor tokens = Expected("tokens");
-  for (const Case& c : {Case{"gpt2", "gpt2", ModelFamily::kGpt2},
-                        Case{"gpt2", "gpt2_bin/pytorch_model.bin", ModelFamily::kGpt2},
-                        Case{"llama", "llama", ModelFamily::kLlama},
-                        Case{"llama_tied", "llama_tied/model.safetensors", ModelFamily::kLlama}}) {
+  for (const Case& c :
+       {Case{"gpt2", "gpt2", models::ModelFamily::kGpt2},
+        Case{"gpt2", "gpt2_bin/pytorch_model.bin", models::ModelFamily::kGpt2},
+        Case{"llama", "llama", models::ModelFamily::kLlama},
+        Case{"llama_tied", "llama_tied/model.safetensors", models::ModelFamily::kLlama}}) {
     SCOPED_TRACE(c.path);
-    ModelOptions options;
-    std::shared_ptr<CausalLm> model = Load(ModelsDir() + "/" + c.path, &options);
+    models::ModelOptions options;
+    std::shared_ptr<models::CausalLm> model = Load(ModelsDir() + "/" + c.path, &options);
     ASSERT_NE(model, nullptr);
     EXPECT_EQ(options.family, c.family);
     ExpectSameLogits(*model, tokens, Expected(std::string(c.name) + ".logits"));
@@ -93,14 +94,14 @@ TEST(HfModelsTest, LogitsAndGreedyContinuationMatchTransformers) {
 
 TEST(HfModelsTest, ACheckpointThatDoesNotFitNamesEveryTensor) {
   const std::string llama = ModelsDir() + "/llama";
-  ModelOptions options;
-  ASSERT_TRUE(ReadHfArchitecture(llama, &options).ok());
+  models::ModelOptions options;
+  ASSERT_TRUE(hf::ReadHfArchitecture(llama, &options).ok());
   options.n_layer = 3;    // one layer more than the checkpoint
   options.n_kv_head = 4;  // k/v projections twice as wide
-  auto model = MakeModel(options);
+  auto model = models::MakeModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
   const at::Tensor before = (*model)->named_parameters()["model.norm.weight"].clone();
-  auto loaded = LoadHfWeights(llama, options, **model);
+  auto loaded = hf::LoadHfWeights(llama, options, **model);
   ASSERT_FALSE(loaded.ok());
   const std::string message(loaded.status().message());
   for (const char* part : {"missing (model.layers.2.", "mis-shaped",
@@ -112,10 +113,10 @@ TEST(HfModelsTest, ACheckpointThatDoesNotFitNamesEveryTensor) {
       << "nothing is copied from a checkpoint that does not fit";
 
   // GPT-2's tensors offered to a Llama: every one unexpected, every Llama tensor missing.
-  ModelOptions gpt2;
-  ASSERT_TRUE(ReadHfArchitecture(ModelsDir() + "/gpt2", &gpt2).ok());
-  loaded = LoadHfWeights(ModelsDir() + "/gpt2", gpt2.family == ModelFamily::kGpt2 ? options : gpt2,
-                         **model);
+  models::ModelOptions gpt2;
+  ASSERT_TRUE(hf::ReadHfArchitecture(ModelsDir() + "/gpt2", &gpt2).ok());
+  loaded = hf::LoadHfWeights(ModelsDir() + "/gpt2",
+                             gpt2.family == models::ModelFamily::kGpt2 ? options : gpt2, **model);
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("unexpected (transformer."), std::string::npos)
       << loaded.status();
@@ -129,21 +130,21 @@ std::string ReadAll(const std::string& path) {
 // Truncated and damaged copies of transformers' files through the whole loader (safetensors,
 // pytorch_model.bin, config.json): each is an error naming the file, or (a byte changed inside
 // tensor data) loads; none crashes. The safetensors parser's own fuzzing runs under ASan and
-// UBSan in CI (checkpoint/safetensors_errors_test).
+// UBSan in CI (hf/safetensors_errors_test).
 TEST(HfModelsTest, TruncatedAndDamagedCheckpointsAreErrorsNotCrashes) {
   const std::string src = ModelsDir() + "/gpt2";
   const std::string dir = ModelsDir() + "/damaged";
   std::filesystem::create_directories(dir);
   const std::string config = ReadAll(src + "/config.json");
-  ModelOptions options;
-  ASSERT_TRUE(ParseHfConfig(config, "config.json", &options).ok());
-  auto model = MakeModel(options);
+  models::ModelOptions options;
+  ASSERT_TRUE(hf::ParseHfConfig(config, "config.json", &options).ok());
+  auto model = models::MakeModel(options);
   ASSERT_TRUE(model.ok());
   std::mt19937 rng(17);
   int errors = 0, loads = 0;
   auto attempt = [&](const std::string& file, const std::string& bytes) {
     std::ofstream(dir + "/" + file, std::ios::binary | std::ios::trunc) << bytes;
-    auto loaded = LoadHfWeights(dir + "/" + file, options, **model);
+    auto loaded = hf::LoadHfWeights(dir + "/" + file, options, **model);
     if (loaded.ok()) {
       ++loads;
     } else {
@@ -170,20 +171,20 @@ TEST(HfModelsTest, TruncatedAndDamagedCheckpointsAreErrorsNotCrashes) {
   }
   EXPECT_GT(errors, 100);
   for (size_t cut = 0; cut < config.size(); cut += 7) {
-    ModelOptions o;
-    absl::Status s = ParseHfConfig(config.substr(0, cut), "config.json", &o);
+    models::ModelOptions o;
+    absl::Status s = hf::ParseHfConfig(config.substr(0, cut), "config.json", &o);
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find("config.json"), std::string::npos) << s;
   }
 }
 
 TEST(HfConfigTest, UnsupportedConfigsNameTheKey) {
-  ModelOptions o;
+  models::ModelOptions o;
   const std::string llama =
       R"({"model_type": "llama", "vocab_size": 10, "max_position_embeddings": 8,
           "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
           "intermediate_size": 16)";
-  EXPECT_TRUE(ParseHfConfig(llama + "}", "c.json", &o).ok());
+  EXPECT_TRUE(hf::ParseHfConfig(llama + "}", "c.json", &o).ok());
   EXPECT_EQ(o.n_kv_head, 2);
   EXPECT_EQ(o.rms_norm_eps, 1e-6);  // LlamaConfig's default
   for (const auto& [extra, needle] : std::vector<std::pair<std::string, std::string>>{
@@ -191,12 +192,12 @@ TEST(HfConfigTest, UnsupportedConfigsNameTheKey) {
            {R"(, "hidden_act": "gelu")", "\"hidden_act\" is \"gelu\""},
            {R"(, "attention_bias": true)", "\"attention_bias\" is true"},
            {R"(, "head_dim": 8)", "\"head_dim\" is 8"}}) {
-    absl::Status s = ParseHfConfig(llama + extra + "}", "c.json", &o);
+    absl::Status s = hf::ParseHfConfig(llama + extra + "}", "c.json", &o);
     EXPECT_NE(s.message().find("c.json: " + needle), std::string::npos) << s;
   }
-  absl::Status s = ParseHfConfig(R"({"model_type": "bert"})", "c.json", &o);
+  absl::Status s = hf::ParseHfConfig(R"({"model_type": "bert"})", "c.json", &o);
   EXPECT_NE(s.message().find("\"model_type\" is \"bert\""), std::string::npos) << s;
-  s = ParseHfConfig(R"({"model_type": "gpt2", "n_embd": 8})", "c.json", &o);
+  s = hf::ParseHfConfig(R"({"model_type": "gpt2", "n_embd": 8})", "c.json", &o);
   EXPECT_NE(s.message().find("c.json"), std::string::npos) << s;
   EXPECT_NE(s.message().find("vocab_size"), std::string::npos) << s;
 }

@@ -2,7 +2,7 @@
 #include "tests/hf/hf_reference.h"
 
 #include "absl/strings/ascii.h"
-#include "checkpoint/safetensors.h"
+#include "hf/safetensors.h"
 #include "tests/deepspeed/oracle.h"
 #include "tools/status_macros.h"
 
@@ -19,9 +19,8 @@ absl::StatusOr<std::string> HfModelsDir() {
 }
 
 absl::StatusOr<at::Tensor> ReadTensor(const std::string& file, const std::string& name) {
-  ZT_ASSIGN_OR_RETURN(const checkpoint::SafetensorsHeader header,
-                      checkpoint::ReadSafetensorsHeader(file));
-  return checkpoint::ReadSafetensorsTensor(header, name);
+  ZT_ASSIGN_OR_RETURN(const hf::SafetensorsHeader header, hf::ReadSafetensorsHeader(file));
+  return hf::ReadSafetensorsTensor(header, name);
 }
 
 absl::StatusOr<at::Tensor> HfExpected(const std::string& name) {

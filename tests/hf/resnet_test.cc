@@ -11,10 +11,10 @@
 #include <set>
 #include <string>
 
-#include "checkpoint/safetensors.h"
+#include "hf/safetensors.h"
+#include "models/resnet.h"
 #include "tests/deepspeed/oracle.h"
 #include "tests/hf/hf_reference.h"
-#include "trainer/model/resnet.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -36,8 +36,8 @@ at::Tensor Expected(const std::string& name) {
 }
 
 // Every parameter and buffer of the model from torchvision's state dict, by name.
-void LoadState(ResNet& model, const std::string& file) {
-  auto header = checkpoint::ReadSafetensorsHeader(file);
+void LoadState(models::ResNet& model, const std::string& file) {
+  auto header = hf::ReadSafetensorsHeader(file);
   ASSERT_TRUE(header.ok()) << header.status();
   std::map<std::string, at::Tensor> ours;
   for (auto& item : model.named_parameters()) ours[item.key()] = item.value();
@@ -47,7 +47,7 @@ void LoadState(ResNet& model, const std::string& file) {
   for (const auto& info : header->tensors) {
     theirs.insert(info.name);
     ASSERT_TRUE(ours.count(info.name)) << info.name << " is not in our ResNet";
-    auto t = checkpoint::ReadSafetensorsTensor(*header, info.name);
+    auto t = hf::ReadSafetensorsTensor(*header, info.name);
     ASSERT_TRUE(t.ok()) << t.status();
     ASSERT_EQ(ours[info.name].sizes(), t->sizes()) << info.name;
     ours[info.name].copy_(*t);
@@ -66,14 +66,14 @@ TEST(ResNetTest, TorchvisionsStateDictLogitsAndRunningStatistics) {
   for (int depth : {18, 50}) {
     SCOPED_TRACE(depth);
     const std::string name = "resnet" + std::to_string(depth);
-    ResNetOptions o;
+    models::ResNetOptions o;
     o.depth = depth;
     o.num_classes = 10;
-    ResNet model(o);
+    models::ResNet model(o);
     int64_t numel = 0;
     for (const auto& p : model.parameters()) numel += p.numel();
     EXPECT_EQ(numel, Expected(name + ".params").item<int64_t>());
-    EXPECT_EQ(ResNetParameterCount(o), numel);
+    EXPECT_EQ(models::ResNetParameterCount(o), numel);
     LoadState(model, Dir() + "/" + name + ".safetensors");
     torch::NoGradGuard no_grad;
     model.eval();
@@ -94,11 +94,11 @@ TEST(ResNetTest, RecomputedBlocksGiveThePlainForwardsLossGradientsAndStatistics)
   std::map<std::string, at::Tensor> grads[2], buffers[2];
   double losses[2];
   for (int every : {0, 1}) {
-    ResNetOptions o;
+    models::ResNetOptions o;
     o.num_classes = 10;
     o.checkpoint_every = every;
     torch::manual_seed(5);
-    ResNet model(o);
+    models::ResNet model(o);
     model.train();
     at::Tensor loss = torch::cross_entropy_loss(model.forward(images), labels);
     loss.backward();
@@ -116,13 +116,13 @@ TEST(ResNetTest, RecomputedBlocksGiveThePlainForwardsLossGradientsAndStatistics)
 }
 
 TEST(ResNetTest, OptionsAreChecked) {
-  ResNetOptions o;
+  models::ResNetOptions o;
   o.depth = 34;
-  EXPECT_NE(ValidateResNetOptions(o).message().find("model.depth must be 18 or 50"),
+  EXPECT_NE(models::ValidateResNetOptions(o).message().find("model.depth must be 18 or 50"),
             std::string::npos);
   o.depth = 18;
   o.num_classes = 0;
-  EXPECT_FALSE(MakeResNet(o).ok());
+  EXPECT_FALSE(models::MakeResNet(o).ok());
 }
 
 }  // namespace

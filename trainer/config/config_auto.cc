@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "models/model.h"
 #include "trainer/config/config_loader.h"
-#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -38,7 +38,7 @@ std::pair<Message*, const FieldDescriptor*> Locate(Message* root, const std::str
 }
 
 int64_t Width(const TrainerConfigProto& c) {
-  return c.model().has_n_embd() ? c.model().n_embd() : ModelOptions{}.n_embd;
+  return c.model().has_n_embd() ? c.model().n_embd() : models::ModelOptions{}.n_embd;
 }
 
 using Rule = std::function<void(TrainerConfigProto*)>;

@@ -313,7 +313,7 @@ TEST(ConfigLoader, FullDeepSpeedFileLoadsEverySection) {
   EXPECT_EQ(z.allgather_bucket_size(), 200000000);
   EXPECT_EQ(z.offload_param().buffer_size(), 100000000);
   EXPECT_EQ(z.offload_param().nvme_path(), "/local_nvme");
-  const int64_t width = GptOptions{}.n_embd;  // the JSON has no model section
+  const int64_t width = models::GptOptions{}.n_embd;  // the JSON has no model section
   EXPECT_EQ(z.stage3_prefetch_bucket_size(), static_cast<int64_t>(0.9 * width * width));
   EXPECT_EQ(z.stage3_param_persistence_threshold(), 10 * width);
   EXPECT_EQ(c.fp16().hysteresis(), 3);
@@ -333,7 +333,7 @@ TEST(ConfigLoader, FullDeepSpeedFileLoadsEverySection) {
   EXPECT_EQ(v->engine.adam.beta1, 0.8);
   EXPECT_EQ(v->engine.fp16.initial_scale_power, 12);
   EXPECT_EQ(v->scheduler.type, "OneCycle");
-  EXPECT_EQ(v->model.checkpoint_every, (GptOptions{}.n_layer + 2) / 3);  // ceil(layers / 3)
+  EXPECT_EQ(v->model.checkpoint_every, (models::GptOptions{}.n_layer + 2) / 3);  // ceil(layers / 3)
   EXPECT_TRUE(v->model.cpu_checkpointing);
   EXPECT_EQ(v->comms_logger.prof_ops,
             (std::vector<std::string>{"all_reduce", "reduce_scatter", "all_gather"}));

@@ -83,7 +83,7 @@ absl::Status AioFromConfig(const AioConfig& a, offload::AioOptions* out) {
 absl::Status MonitorsFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
                                 std::vector<std::string>* warnings) {
   const std::string& dir = c.run().output_dir();
-  MetricsOptions& m = out->metrics;
+  monitor::MetricsOptions& m = out->metrics;
   m.tensorboard = c.tensorboard().enabled();
   m.tensorboard_output_path =
       c.tensorboard().output_path().empty() ? dir : c.tensorboard().output_path();

@@ -282,12 +282,13 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   ZT_RETURN_IF_ERROR(ModelFromConfig(config, &out, warnings));
   ZT_RETURN_IF_ERROR(DataFromConfig(config, &out.data, &out.effective));
   // Images feed the classifiers, tokens the language models.
-  if ((out.model.family == ModelFamily::kResNet) != (out.data.source == DataSource::kImages)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.source = \"", out.effective.data().source(), "\": model.name \"",
-                     ModelName(out.model), "\" trains on ",
-                     out.model.family == ModelFamily::kResNet ? "data.source \"images\""
-                                                              : "text or tokens, not images"));
+  if ((out.model.family == models::ModelFamily::kResNet) !=
+      (out.data.source == DataSource::kImages)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.source = \"", out.effective.data().source(), "\": model.name \"",
+        models::ModelName(out.model), "\" trains on ",
+        out.model.family == models::ModelFamily::kResNet ? "data.source \"images\""
+                                                         : "text or tokens, not images"));
   }
   ZT_RETURN_IF_ERROR(MonitorsFromConfig(config, &out, warnings));
   return out;

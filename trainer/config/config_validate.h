@@ -12,13 +12,13 @@
 #include "absl/status/statusor.h"
 #include "comm/backend_kind.h"
 #include "engine/engine_options.h"
+#include "models/model.h"
+#include "monitor/metrics_options.h"
 #include "recompute/activation_checkpoint.h"
 #include "trainer/config/config.pb.h"
 #include "trainer/config/config_schedule.h"
 #include "trainer/data/data_options.h"
 #include "trainer/data/load_dataset.h"
-#include "trainer/metrics/metrics_options.h"
-#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 
@@ -72,9 +72,9 @@ struct CommsLoggerOptions {
 struct TrainerConfig {
   engine::EngineOptions engine;  // batch triple as configured (ResolveBatchSizes has checked it)
   engine::BatchSizes batch;      // the resolved triple for the validated world size
-  ModelOptions model;
+  models::ModelOptions model;
   DataOptions data;
-  MetricsOptions metrics;
+  monitor::MetricsOptions metrics;
   recompute::ActivationCheckpointOptions activation_checkpointing;
   LrScheduleOptions scheduler;  // MakeLrSchedule(scheduler) builds it
   CommsLoggerOptions comms_logger;
@@ -84,7 +84,7 @@ struct TrainerConfig {
 };
 
 // What the run's data must fit: ids and windows of the language model, or the classifier's labels.
-inline DatasetShape DataShapeOf(const ModelOptions& m) {
+inline DatasetShape DataShapeOf(const models::ModelOptions& m) {
   return {m.vocab_size, m.block_size, m.num_classes};
 }
 

@@ -10,11 +10,11 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "hf/hf_config.h"
+#include "models/model.h"
+#include "models/tokenizer.h"
 #include "tools/status_macros.h"
 #include "trainer/data/token_files.h"
-#include "trainer/data/tokenizer.h"
-#include "trainer/model/hf_config.h"
-#include "trainer/model/model.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -166,7 +166,7 @@ absl::Status ApplyModelField(const char* name, bool given, T value, bool from_ch
   return absl::OkStatus();
 }
 
-absl::Status ApplyModelFields(const ModelConfig& m, bool ckpt, ModelOptions* o) {
+absl::Status ApplyModelFields(const ModelConfig& m, bool ckpt, models::ModelOptions* o) {
   for (absl::Status s : {
            ApplyModelField("vocab_size", m.has_vocab_size(), m.vocab_size(), ckpt, &o->vocab_size),
            ApplyModelField("block_size", m.has_block_size(), m.block_size(), ckpt, &o->block_size),
@@ -189,9 +189,9 @@ absl::Status ApplyModelFields(const ModelConfig& m, bool ckpt, ModelOptions* o) 
   return absl::OkStatus();
 }
 
-void SetEffectiveModel(const ModelOptions& o, ModelConfig* e) {
-  e->set_name(ModelName(o));
-  if (o.family == ModelFamily::kResNet) {
+void SetEffectiveModel(const models::ModelOptions& o, ModelConfig* e) {
+  e->set_name(models::ModelName(o));
+  if (o.family == models::ModelFamily::kResNet) {
     e->set_num_classes(o.num_classes);
     e->set_checkpoint_every(o.checkpoint_every);
     return;
@@ -203,14 +203,15 @@ void SetEffectiveModel(const ModelOptions& o, ModelConfig* e) {
   e->set_n_embd(o.n_embd);
   e->set_checkpoint_every(o.checkpoint_every);
   if (!o.init_from.empty()) e->set_init_from(o.init_from);
-  if (o.family == ModelFamily::kGpt2) {
+  if (o.family == models::ModelFamily::kGpt2) {
     e->set_dropout(o.dropout);
     e->set_gelu_tanh(o.gelu_tanh);
     return;
   }
   e->set_n_kv_head(o.n_kv_head > 0 ? o.n_kv_head : o.n_head);
-  e->set_intermediate_size(o.intermediate_size > 0 ? o.intermediate_size
-                                                   : LlamaDefaultIntermediateSize(o.n_embd));
+  e->set_intermediate_size(o.intermediate_size > 0
+                               ? o.intermediate_size
+                               : models::LlamaDefaultIntermediateSize(o.n_embd));
   e->set_rope_theta(o.rope_theta);
   e->set_rms_norm_eps(o.rms_norm_eps);
   e->set_tie_word_embeddings(o.tie_word_embeddings);
@@ -221,26 +222,26 @@ void SetEffectiveModel(const ModelOptions& o, ModelConfig* e) {
 absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
                              std::vector<std::string>* warnings) {
   const ModelConfig& m = c.model();
-  ModelOptions& g = out->model;
+  models::ModelOptions& g = out->model;
   const std::string name = absl::AsciiStrToLower(m.name());
   bool from_checkpoint = false;
   if (!m.init_from().empty()) {
     g.init_from = m.init_from();
     // The checkpoint's config.json, when it has one, gives the family and the architecture.
-    absl::StatusOr<bool> read = ReadHfArchitecture(g.init_from, &g);
+    absl::StatusOr<bool> read = hf::ReadHfArchitecture(g.init_from, &g);
     if (!read.ok())
       return Invalid("model.init_from", "\"" + g.init_from + "\"",
                      std::string(read.status().message()));
     from_checkpoint = *read;
   }
   if (!from_checkpoint || m.has_name()) {
-    ModelFamily family;
+    models::ModelFamily family;
     if (name == "gpt" || name == "gpt2") {
-      family = ModelFamily::kGpt2;
+      family = models::ModelFamily::kGpt2;
     } else if (name == "llama") {
-      family = ModelFamily::kLlama;
+      family = models::ModelFamily::kLlama;
     } else if (name == "resnet18" || name == "resnet50") {
-      family = ModelFamily::kResNet;
+      family = models::ModelFamily::kResNet;
       g.depth = name == "resnet18" ? 18 : 50;
     } else {
       return Invalid("model.name", absl::StrCat("\"", m.name(), "\""),
@@ -249,12 +250,12 @@ absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
     if (from_checkpoint && family != g.family) {
       return Invalid("model.name", absl::StrCat("\"", m.name(), "\""),
                      absl::StrCat("model.init_from's config.json holds a ",
-                                  ModelFamilyName(g.family), " model"));
+                                  models::ModelFamilyName(g.family), " model"));
     }
     g.family = family;
     g.name = m.name();
   }
-  if (g.family == ModelFamily::kResNet) {
+  if (g.family == models::ModelFamily::kResNet) {
     for (const auto& [field, given] :
          std::vector<std::pair<const char*, bool>>{{"vocab_size", m.has_vocab_size()},
                                                    {"block_size", m.has_block_size()},
@@ -275,7 +276,8 @@ absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
   const ActivationCheckpointingConfig& ac = c.activation_checkpointing();
   WarnModelParallelKeys(ac, warnings);
   // A ResNet's checkpointable units are its residual blocks (8 in ResNet-18, 16 in ResNet-50).
-  const int64_t units = g.family == ModelFamily::kResNet ? (g.depth == 50 ? 16 : 8) : g.n_layer;
+  const int64_t units =
+      g.family == models::ModelFamily::kResNet ? (g.depth == 50 ? 16 : 8) : g.n_layer;
   absl::StatusOr<int64_t> every = CheckpointEvery(c, units, warnings);
   if (!every.ok()) return every.status();
   g.checkpoint_every = *every;
@@ -283,7 +285,7 @@ absl::Status ModelFromConfig(const TrainerConfigProto& c, TrainerConfig* out,
   g.profile_checkpointing = ac.profile();
   out->activation_checkpointing.cpu_checkpointing = ac.cpu_checkpointing();
   out->activation_checkpointing.profile = ac.profile();
-  if (absl::Status s = ValidateModelOptions(g); !s.ok()) {
+  if (absl::Status s = models::ValidateModelOptions(g); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", s.message()));
   }
   SetEffectiveModel(g, out->effective.mutable_model());
@@ -332,7 +334,9 @@ absl::Status DataFromConfig(const TrainerConfigProto& c, DataOptions* data,
       return Invalid("data.tokenizer", "\"" + d.tokenizer() + "\"",
                      "a tokenizer applies to data.source \"text\" only");
     }
-    if (absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadSentencePiece(d.tokenizer()); !t.ok()) {
+    if (absl::StatusOr<std::unique_ptr<models::Tokenizer>> t =
+            models::LoadSentencePiece(d.tokenizer());
+        !t.ok()) {
       return Invalid("data.tokenizer", "\"" + d.tokenizer() + "\"",
                      std::string(t.status().message()));
     }

@@ -58,7 +58,7 @@ TEST(ConfigValidate, DeepSpeedDefaultsWhenSectionsAreAbsent) {
   EXPECT_TRUE(Valid("zero_optimization { stage: 3 }").engine.overlap_comm);  // on at stage 3
   EXPECT_EQ(c.scheduler.type, "");
   // Unset model and data fields are the modules' own defaults.
-  const GptOptions g;
+  const models::GptOptions g;
   EXPECT_EQ(c.model.n_embd, g.n_embd);
   EXPECT_EQ(c.model.n_layer, g.n_layer);
   EXPECT_EQ(c.effective.model().n_head(), g.n_head);

@@ -11,10 +11,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/tokenizer.h"
 #include "tools/status_macros.h"
 #include "trainer/data/corpus.h"
 #include "trainer/data/token_files.h"
-#include "trainer/data/tokenizer.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -62,7 +62,8 @@ absl::StatusOr<std::vector<uint32_t>> BytesToTokens(std::string_view bytes, int6
 // The text through a SentencePiece model, whose every piece must be a token of the model.
 absl::StatusOr<std::vector<uint32_t>> Tokenize(const std::string& text, const DataOptions& options,
                                                int64_t vocab_size) {
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadSentencePiece(options.tokenizer));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tokenizer,
+                      models::LoadSentencePiece(options.tokenizer));
   if (tokenizer->vocab_size() > vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.tokenizer ", options.tokenizer, " has ", tokenizer->vocab_size(),

@@ -1,0 +1,39 @@
+// ZeroInit over partition's ShardedInit: the bucket size and the NVMe spill taken from the
+// EngineOptions the Engine will be created with, so the two cannot disagree.
+#include "engine/zero_init.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "partition/sharded_init.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::engine {
+
+ZeroInit::ZeroInit(std::unique_ptr<partition::ShardedInit> init) : init_(std::move(init)) {}
+
+ZeroInit::~ZeroInit() = default;
+
+absl::StatusOr<std::unique_ptr<ZeroInit>> ZeroInit::Create(comm::ProcessGroup* group,
+                                                           EngineOptions* options) {
+  if (options->stage != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ZeroInit: partitioned construction is for ZeRO stage 3; the options say "
+                     "stage ",
+                     options->stage));
+  }
+  auto init =
+      std::make_unique<partition::ShardedInit>(group, Stage3BucketNumel(*options), options->stage3);
+  const ParamOffloadOptions& param = options->offload_param;
+  if (param.device == OffloadDevice::kNvme) {
+    ZT_RETURN_IF_ERROR(init->SpillTo({param.nvme_path, param.aio}));
+  }
+  options->sharded_init = init.get();
+  return std::unique_ptr<ZeroInit>(new ZeroInit(std::move(init)));
+}
+
+absl::Status ZeroInit::Partition(torch::nn::Module& submodule) {
+  return init_->Partition(submodule);
+}
+
+}  // namespace zerotrain::engine
