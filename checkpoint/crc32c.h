@@ -1,5 +1,5 @@
 // CRC32C (Castagnoli), the checksum of checkpoint files (and of TensorBoard records, whose writer
-// in trainer/metrics uses this one). Our own code: the SSE4.2 crc32 instruction eight bytes at a
+// in monitor/ uses this one). Our own code: the SSE4.2 crc32 instruction eight bytes at a
 // time where the CPU has it (several GB/s, so verifying a checkpoint keeps pace with the disk),
 // else slicing-by-8 tables. Both compute the same function.
 #pragma once

@@ -237,6 +237,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   if (optimizer == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(where, "optimizer_factory returned null"));
   }
+  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
+      optim::MakeLrSchedule(options.lr_schedule);
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "lr_schedule: ", schedule.status().message()));
+  }
+  e->schedule_ = *std::move(schedule);
+  const bool has_betas =
+      options.optimizer == OptimizerKind::kAdam || options.optimizer == OptimizerKind::kLamb;
+  if (e->schedule_ != nullptr && e->schedule_->Momentum(0).has_value() &&
+      !options.optimizer_factory && !has_betas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "lr_schedule cycles momentum (OneCycle's cycle_momentum), but ",
+                     OptimizerKindName(options.optimizer), " has no betas to cycle"));
+  }
   MasterStateInputs mi;
   mi.options = &e->options_;
   mi.group = group;

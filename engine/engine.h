@@ -150,8 +150,9 @@ class Engine {
   const partition::FlatParams& flat_params() const { return store_->flat_params(); }
   // This rank's fp32 master weights (a copy; read from NVMe when offloaded there).
   absl::StatusOr<at::Tensor> MasterCopy() const;
+  // With options.lr_schedule, Step sets the lr (and betas) itself before each optimizer step.
   void set_lr(double lr);
-  double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr is called
+  double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr or a schedule
   // Random per Create, rank 0's on every rank: what this run's checkpoint files record.
   uint64_t run_id() const { return run_id_; }
   absl::Status set_betas(double beta1, double beta2);
@@ -231,6 +232,7 @@ class Engine {
   std::unique_ptr<StoreGradSink> grad_sink_;
   std::unique_ptr<partition::GradientReducer> reducer_;
   std::unique_ptr<optim::LossScaler> scaler_;
+  std::unique_ptr<optim::LrSchedule> schedule_;  // options_.lr_schedule; null = constant lr
   // The fp32 master weights and optimizer states, their optimizer and the staging to them.
   std::unique_ptr<MasterState> master_;
 

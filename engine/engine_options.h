@@ -19,6 +19,7 @@
 #include "optim/adam.h"
 #include "optim/lamb.h"
 #include "optim/loss_scaler.h"
+#include "optim/lr_schedules.h"
 #include "optim/sgd.h"
 #include "partition/stage3_options.h"
 
@@ -112,6 +113,11 @@ struct EngineOptions {
   optim::AdagradOptions adagrad;
   double adagrad_initial_accumulator = 0.0;  // torch's initial_accumulator_value
   optim::LambOptions lamb;
+  // DeepSpeed's scheduler section, stepped by the engine as DeepSpeed's engine steps its
+  // lr_scheduler: before each optimizer step, Step sets the lr (and OneCycle's betas) the schedule
+  // gives after the optimizer steps taken so far (a skipped fp16 step does not count);
+  // std::monostate leaves the lr as the optimizer's options and set_lr make it.
+  optim::LrScheduleOptions lr_schedule;
   TagValidation tag_validation = TagValidation::kWarn;
   // After each successful save, rank 0 keeps this many checkpoint tags in the directory (the one
   // `latest` names and the newest others) and removes older ones; 0 keeps all

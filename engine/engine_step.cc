@@ -105,6 +105,13 @@ absl::Status Engine::StageAndStep(const std::vector<partition::GradSegment>& gra
 
 absl::Status Engine::StepAtBoundary() {
   c10::NoGradGuard no_grad;
+  if (schedule_ != nullptr) {
+    // DeepSpeed steps its scheduler after each optimizer step it takes: this step runs with the
+    // values for the steps taken so far, and a skipped one leaves them where they were.
+    const optim::StepHyperparams h = schedule_->ForStep(optimizer_steps_);
+    set_lr(h.lr);
+    if (h.betas) ZT_RETURN_IF_ERROR(set_betas(h.betas->first, h.betas->second));
+  }
   const std::vector<partition::GradSegment> grads = reducer_->OwnedGrads();
   ZT_ASSIGN_OR_RETURN(GradStats stats, AgreeGradStats(grads));
   // A non-finite norm cannot clip either: with clipping on the step is skipped even where the

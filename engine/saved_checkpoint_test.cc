@@ -1,7 +1,7 @@
 // SavedCheckpoint: what a 2-rank stage 1 save records (parameter names and sizes, client state,
 // step count, batch layout) read back without an Engine; LoadSavedParameters fills a fresh model
-// with the trained values bitwise (fp32: the master is the parameters), and a model of another
-// shape is one error naming its tensors, with nothing copied.
+// with the trained values bitwise (fp32: the master is the parameters), and a model with a
+// parameter the checkpoint lacks is one error naming it, with none of the others copied.
 #include "engine/saved_checkpoint.h"
 
 #include <torch/types.h>
@@ -64,14 +64,17 @@ absl::Status CheckLoads(const std::string& dir, testing::TestNet& trained) {
   ZT_RETURN_IF_ERROR(Expect(testing::CompareParams(*fresh, trained, 0, 0).empty(),
                             "loaded parameters differ from the trained ones: " +
                                 testing::CompareParams(*fresh, trained, 0, 0)));
-  auto other = testing::MakeNet(ModelKind::kMlp);
-  auto untouched = testing::MakeNet(ModelKind::kMlp);
+  // The same stack plus a parameter the checkpoint lacks: the shared ones must stay as built.
+  auto other = testing::MakeNet(ModelKind::kStack);
+  auto untouched = testing::MakeNet(ModelKind::kStack);
+  other->register_parameter("extra", torch::zeros({3}));
+  untouched->register_parameter("extra", torch::zeros({3}));
   const absl::Status refused = LoadSavedParameters(dir, *other);
   const std::string m(refused.message());
   ZT_RETURN_IF_ERROR(Expect(refused.code() == absl::StatusCode::kInvalidArgument &&
                                 m.find("does not fit the model") != std::string::npos &&
-                                m.find(" is not in it") != std::string::npos,
-                            "another model: " + refused.ToString()));
+                                m.find("extra is not in it") != std::string::npos,
+                            "a model with an extra parameter: " + refused.ToString()));
   return Expect(testing::CompareParams(*other, *untouched, 0, 0).empty(),
                 "a refused load changed the model");
 }

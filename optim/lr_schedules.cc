@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 
@@ -184,6 +185,33 @@ double LRRangeTest::LearningRate(int64_t iteration) const {
   double interval = static_cast<double>(iteration + 1) / options_.lr_range_test_step_size;
   if (options_.lr_range_test_staircase) interval = std::floor(interval);
   return options_.lr_range_test_min_lr * (1.0 + options_.lr_range_test_step_rate * interval);
+}
+
+namespace {
+
+// One overload per schedule, so MakeLrSchedule's visitor is a single generic lambda.
+auto Create(const WarmupLROptions& o) { return WarmupLR::Create(o); }
+auto Create(const WarmupDecayLROptions& o) { return WarmupDecayLR::Create(o); }
+auto Create(const WarmupCosineLROptions& o) { return WarmupCosineLR::Create(o); }
+auto Create(const OneCycleOptions& o) { return OneCycle::Create(o); }
+auto Create(const LRRangeTestOptions& o) { return LRRangeTest::Create(o); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LrSchedule>> MakeLrSchedule(const LrScheduleOptions& options) {
+  using Result = absl::StatusOr<std::unique_ptr<LrSchedule>>;
+  return std::visit(
+      [](const auto& o) -> Result {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, std::monostate>) {
+          return std::unique_ptr<LrSchedule>();  // constant lr
+        } else {
+          auto made = Create(o);
+          if (!made.ok()) return made.status();
+          using Schedule = typename decltype(made)::value_type;
+          return std::unique_ptr<LrSchedule>(std::make_unique<Schedule>(*std::move(made)));
+        }
+      },
+      options);
 }
 
 }  // namespace zerotrain::optim

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
+#include <variant>
 
 #include "absl/status/statusor.h"
 
@@ -147,5 +149,13 @@ class LRRangeTest : public LrSchedule {
   explicit LRRangeTest(const LRRangeTestOptions& options) : options_(options) {}
   LRRangeTestOptions options_;
 };
+
+// DeepSpeed's scheduler section: one of the schedules above by its options; std::monostate is a
+// constant lr (no scheduler).
+using LrScheduleOptions = std::variant<std::monostate, WarmupLROptions, WarmupDecayLROptions,
+                                       WarmupCosineLROptions, OneCycleOptions, LRRangeTestOptions>;
+
+// The schedule `options` describe (its Create's checks), or nullptr for std::monostate.
+absl::StatusOr<std::unique_ptr<LrSchedule>> MakeLrSchedule(const LrScheduleOptions& options);
 
 }  // namespace zerotrain::optim

@@ -45,7 +45,6 @@ struct Trainer {
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<Dataset> data;
   std::optional<DistributedSampler> sampler;
-  std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<RunReport> report;
 };
 
@@ -119,7 +118,6 @@ absl::Status Setup(Trainer& t) {
       DistributedSampler::Create(t.data->NumTrainWindows(), t.group->world_size(), t.group->rank(),
                                  t.engine->batch().micro_batch_size, c.data.seed));
   t.sampler.emplace(std::move(sampler));
-  ZT_ASSIGN_OR_RETURN(t.schedule, MakeLrSchedule(c.scheduler));
   ZT_ASSIGN_OR_RETURN(t.report, RunReport::Create(c, t.group, *t.engine, *t.data, *t.phases));
   return absl::OkStatus();
 }
@@ -172,12 +170,6 @@ std::string WhyNoSaveOnStop(const RunOptions& run) {
 
 // One optimizer step: gradient_accumulation_steps micro-batches. Returns this rank's mean loss.
 absl::StatusOr<double> TrainStep(Trainer& t) {
-  if (t.schedule != nullptr) {
-    // As DeepSpeed's scheduler has set them after the steps taken so far (lr_schedules.h).
-    const optim::StepHyperparams h = t.schedule->ForStep(t.engine->optimizer_steps());
-    t.engine->set_lr(h.lr);
-    if (h.betas) ZT_RETURN_IF_ERROR(t.engine->set_betas(h.betas->first, h.betas->second));
-  }
   double loss_sum = 0;
   const int64_t gas = t.engine->batch().gradient_accumulation_steps;
   for (int64_t micro = 0; micro < gas; ++micro) {

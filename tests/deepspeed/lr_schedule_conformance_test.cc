@@ -91,7 +91,8 @@ std::string ConfigJson(const Case& c) {
 absl::StatusOr<std::vector<std::vector<double>>> Ours(const std::string& path) {
   absl::StatusOr<TrainerConfig> config = testing::LoadDsConfig(path, 1, kSteps);
   if (!config.ok()) return config.status();
-  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule = MakeLrSchedule(config->scheduler);
+  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
+      optim::MakeLrSchedule(config->engine.lr_schedule);
   if (!schedule.ok()) return schedule.status();
   std::vector<std::vector<double>> seq;
   for (int k = 0; k < kSteps; ++k) {

@@ -188,39 +188,12 @@ absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& conf
   } else {
     out.options = RangeTest(p, e);
   }
-  if (absl::StatusOr<std::unique_ptr<optim::LrSchedule>> made = MakeLrSchedule(out); !made.ok()) {
+  if (absl::StatusOr<std::unique_ptr<optim::LrSchedule>> made = optim::MakeLrSchedule(out.options);
+      !made.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("scheduler (", out.type, "): ", made.status().message()));
   }
   return out;
-}
-
-namespace {
-
-// One overload per schedule, so MakeLrSchedule's visitor is a single generic lambda.
-auto Create(const optim::WarmupLROptions& o) { return optim::WarmupLR::Create(o); }
-auto Create(const optim::WarmupDecayLROptions& o) { return optim::WarmupDecayLR::Create(o); }
-auto Create(const optim::WarmupCosineLROptions& o) { return optim::WarmupCosineLR::Create(o); }
-auto Create(const optim::OneCycleOptions& o) { return optim::OneCycle::Create(o); }
-auto Create(const optim::LRRangeTestOptions& o) { return optim::LRRangeTest::Create(o); }
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<optim::LrSchedule>> MakeLrSchedule(
-    const LrScheduleOptions& options) {
-  using Result = absl::StatusOr<std::unique_ptr<optim::LrSchedule>>;
-  return std::visit(
-      [](const auto& o) -> Result {
-        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, std::monostate>) {
-          return std::unique_ptr<optim::LrSchedule>();  // constant lr
-        } else {
-          auto made = Create(o);
-          if (!made.ok()) return made.status();
-          using Schedule = typename decltype(made)::value_type;
-          return std::unique_ptr<optim::LrSchedule>(std::make_unique<Schedule>(*std::move(made)));
-        }
-      },
-      options.options);
 }
 
 }  // namespace zerotrain::trainer

@@ -14,10 +14,8 @@
 namespace zerotrain::trainer {
 
 struct LrScheduleOptions {
-  std::string type;  // DeepSpeed's spelling ("WarmupDecayLR"); empty = constant lr
-  std::variant<std::monostate, optim::WarmupLROptions, optim::WarmupDecayLROptions,
-               optim::WarmupCosineLROptions, optim::OneCycleOptions, optim::LRRangeTestOptions>
-      options;
+  std::string type;                  // DeepSpeed's spelling ("WarmupDecayLR"); empty = constant lr
+  optim::LrScheduleOptions options;  // the Engine's EngineOptions::lr_schedule
 };
 
 // `optimizer_lr` is WarmupCosineLR's base lr and WarmupLR's default warmup_max_lr; `run_steps` is
@@ -26,8 +24,5 @@ struct LrScheduleOptions {
 absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& config,
                                                      double optimizer_lr, int64_t run_steps,
                                                      SchedulerConfig* effective);
-
-// nullptr for a constant lr (no scheduler section).
-absl::StatusOr<std::unique_ptr<optim::LrSchedule>> MakeLrSchedule(const LrScheduleOptions& options);
 
 }  // namespace zerotrain::trainer

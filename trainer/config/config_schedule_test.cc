@@ -1,5 +1,6 @@
-// ScheduleFromConfig / MakeLrSchedule: the section builds the schedule DeepSpeed's would, checked
-// against DeepSpeed's formulas written out here, and rejects what DeepSpeed's constructors would.
+// ScheduleFromConfig / optim::MakeLrSchedule: the section builds the schedule DeepSpeed's would,
+// checked against DeepSpeed's formulas written out here, and rejects what DeepSpeed's constructors
+// would.
 #include "trainer/config/config_schedule.h"
 
 #include <gmock/gmock.h>
@@ -17,7 +18,7 @@ std::unique_ptr<optim::LrSchedule> Build(const SchedulerConfig& config, double l
   absl::StatusOr<LrScheduleOptions> o = ScheduleFromConfig(config, lr, steps, effective);
   EXPECT_TRUE(o.ok()) << o.status();
   if (!o.ok()) return nullptr;
-  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> s = MakeLrSchedule(*o);
+  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> s = optim::MakeLrSchedule(o->options);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? std::move(*s) : nullptr;
 }
@@ -27,7 +28,7 @@ TEST(ConfigSchedule, NoSchedulerIsConstantLr) {
   absl::StatusOr<LrScheduleOptions> o = ScheduleFromConfig({}, 1e-3, 10, &effective);
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->type, "");
-  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> s = MakeLrSchedule(*o);
+  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> s = optim::MakeLrSchedule(o->options);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(*s, nullptr);
 }

@@ -279,6 +279,7 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
         "scheduler.params.cycle_momentum: ", engine::OptimizerKindName(out.engine.optimizer),
         " has no betas to cycle; OneCycle cycles only the lr"));
   }
+  out.engine.lr_schedule = out.scheduler.options;  // the Engine steps it, as DeepSpeed's does
   ZT_RETURN_IF_ERROR(ModelFromConfig(config, &out, warnings));
   ZT_RETURN_IF_ERROR(DataFromConfig(config, &out.data, &out.effective));
   // Images feed the classifiers, tokens the language models.

@@ -76,7 +76,7 @@ struct TrainerConfig {
   DataOptions data;
   monitor::MetricsOptions metrics;
   recompute::ActivationCheckpointOptions activation_checkpointing;
-  LrScheduleOptions scheduler;  // MakeLrSchedule(scheduler) builds it
+  LrScheduleOptions scheduler;  // its type and options; the options are also engine.lr_schedule
   CommsLoggerOptions comms_logger;
   RunOptions run;
   // The input with every default and derived value written in: PrintConfig(effective).
