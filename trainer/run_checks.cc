@@ -80,6 +80,25 @@ absl::Status CheckResume(const RunOptions& run, const models::ModelOptions& mode
   return absl::OkStatus();
 }
 
+// A name no other checker uses: the launchers of every node of a job check one shared path.
+std::string ProbeName() {
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(".zerotrain-write-probe-", host, "-", getpid());
+}
+
+// Writes and removes a file in `dir`; 0 or the errno.
+int WriteProbeFile(const fs::path& dir) {
+  const fs::path probe = dir / ProbeName();
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int err = fd < 0 ? errno : (write(fd, "x", 1) == 1 ? 0 : errno);
+  if (fd >= 0) {
+    close(fd);
+    unlink(probe.c_str());
+  }
+  return err;
+}
+
 }  // namespace
 
 void ResolveAutoResume(RunOptions& run, int restart_count) {
@@ -95,38 +114,29 @@ absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& f
   std::error_code ec;
   fs::path target = fs::absolute(dir, ec).lexically_normal();
   if (!target.has_filename()) target = target.parent_path();  // "out/"
+  // Permission bits do not tell (root ignores them, a read-only mount or /proc does not), so a
+  // file is written for real and removed again. Where the directory is missing, the run would
+  // create it below its nearest existing ancestor: a directory of a name of our own is made there
+  // instead, so that no other node's check of the same path sees it come and go.
   fs::path existing = target;
-  // The nearest existing ancestor: the run would create everything below it.
+  fs::path first_missing;
   while (!existing.empty() && !fs::exists(existing, ec) && existing != existing.parent_path()) {
+    first_missing = existing;
     existing = existing.parent_path();
   }
   if (!fs::is_directory(existing, ec)) return bad(existing.string() + " is not a directory");
-  // Permission bits do not tell (root ignores them, a read-only mount or /proc does not), so the
-  // directories are made and a file written for real, then removed again: nothing is left behind.
-  std::vector<fs::path> missing;
-  for (fs::path p = target; p != existing && p != p.parent_path(); p = p.parent_path()) {
-    missing.insert(missing.begin(), p);
+  if (first_missing.empty()) {
+    const int err = WriteProbeFile(target);
+    if (err != 0)
+      return bad(absl::StrCat("cannot write in ", target.string(), ": ", std::strerror(err)));
+    return absl::OkStatus();
   }
-  std::vector<fs::path> made;
-  const auto undo = [&] {
-    for (auto it = made.rbegin(); it != made.rend(); ++it) fs::remove(*it, ec);
-  };
-  for (const fs::path& p : missing) {
-    if (mkdir(p.c_str(), 0777) != 0 && errno != EEXIST) {
-      const int err = errno;
-      undo();
-      return bad(absl::StrCat("cannot create ", p.string(), ": ", std::strerror(err)));
-    }
-    made.push_back(p);
+  const fs::path probe_dir = existing / ProbeName();
+  if (mkdir(probe_dir.c_str(), 0700) != 0) {
+    return bad(absl::StrCat("cannot create ", first_missing.string(), ": ", std::strerror(errno)));
   }
-  const fs::path probe = target / absl::StrCat(".zerotrain-write-probe-", getpid());
-  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  const int err = fd < 0 ? errno : (write(fd, "x", 1) == 1 ? 0 : errno);
-  if (fd >= 0) {
-    close(fd);
-    unlink(probe.c_str());
-  }
-  undo();
+  const int err = WriteProbeFile(probe_dir);
+  rmdir(probe_dir.c_str());
   if (err != 0)
     return bad(absl::StrCat("cannot write in ", target.string(), ": ", std::strerror(err)));
   return absl::OkStatus();

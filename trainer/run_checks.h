@@ -19,8 +19,9 @@ absl::Status CheckRunInputs(const TrainerConfig& config, int world_size);
 // yet. Every rank and the launcher resolve it alike, from the same directory.
 void ResolveAutoResume(RunOptions& run, int restart_count);
 
-// Fails, naming `field` and the path, when `dir` cannot be created or written: it is created, with
-// a probe file in it, and whatever the check made is removed again.
+// Fails, naming `field` and the path, when `dir` cannot be created or written: a probe file is
+// written in it, or, where it is missing, in a directory of the check's own made beside the
+// missing part; both are removed again. Safe when several nodes check one shared path at once.
 absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& field);
 
 // The warning for more local ranks than the cores this process may run on (they then share cores
