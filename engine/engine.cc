@@ -3,7 +3,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/nn/module.h>
 
 #include <unistd.h>
@@ -130,14 +129,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   InstallCpuTensorCounter();
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
-  // "cuda" alone names the current device; with its index filled in, device comparisons (is a
-  // gradient already where the optimizer state is?) are exact.
-  if (options.device.is_cuda() && !options.device.has_index()) {
-    try {
-      e->options_.device = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice();
-    } catch (const c10::Error&) {
-      // No CUDA in this build: moving the module there fails below, with LibTorch's message.
-    }
+  // The engine's one choice by device: what differs between host and device work is asked of
+  // its runtime from here on. "cuda" alone gets the current device's index, so that device
+  // comparisons (is a gradient already where the optimizer state is?) are exact. A device of
+  // another type fails in CheckStageOptions below, once the ranks have met, before any use.
+  if (auto runtime = DeviceRuntime::For(options.device); runtime.ok()) {
+    e->runtime_ = *std::move(runtime);
+    e->options_.device = e->runtime_->device();
   }
   e->group_ = group;
   e->module_ = &module;
@@ -261,6 +259,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   mi.swap = e->swap_.get();
   mi.grads_in_store = e->reducer_->sinks_grads();
   mi.copies = &e->host_copies_;
+  mi.device = e->runtime_.get();
   auto master = MasterState::Create(mi, std::move(optimizer));
   // A rank whose swap directory or host memory fails must not leave the others to train alone.
   ZT_RETURN_IF_ERROR(e->AgreeAllOk(WithPrefix(master.status(), where), where));
@@ -276,7 +275,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   // Create's one-off blocks (the shard written out, the master filled) need not stay cached.
   e->host_pool_->ReleaseCached();
   ReturnFreedHostMemory();
-  e->clock_ = StepClock::ForDevice(options.device);
+  e->clock_ = e->runtime_->MakeClock();
   e->clock_->Lap(StepPhase::kUntimed);
   return e;
 }

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
+#include "engine/device_runtime.h"
 #include "engine/engine_options.h"
 #include "engine/model_state.h"
 #include "engine/param_store.h"
@@ -247,7 +248,8 @@ class Engine {
   double last_grad_norm_ = 0;
   double lr_ = 0;
   uint64_t run_id_ = 0;
-  std::unique_ptr<StepClock> clock_;  // laps at each call's start and end, and inside Step
+  std::unique_ptr<DeviceRuntime> runtime_;  // of options_.device, chosen at Create
+  std::unique_ptr<StepClock> clock_;        // laps at each call's start and end, and inside Step
   // The engine's own copies between the device and host memory (the group counts its staging).
   mutable comm::HostDeviceCopies host_copies_;
 };

@@ -5,6 +5,7 @@
 // manifest and `latest`. Loading re-slices through the saved layout, so any world
 // size and stage 0-3 can load any checkpoint of the same model (docs/CHECKPOINT.md).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
@@ -36,36 +37,15 @@ using checkpoint::ArrayDType;
 // neither holds a second copy of a sub-group, however large sub_group_size is.
 constexpr int64_t kPieceNumel = int64_t{1} << 20;
 
-// The CUDA generators a rank uses: the engine's device and the current one (a CPU engine's model
-// may still run on a GPU). None when CUDA is not available at runtime, which is also the case in
-// a binary built without LibTorch's CUDA libraries, so CPU-only builds need no CUDA code here.
-absl::StatusOr<std::vector<c10::Device>> CudaRngDevices(const c10::Device& engine_device) {
-  std::vector<c10::Device> out;
-  try {
-    if (!at::globalContext().hasCUDA()) return out;
-    const c10::DeviceIndex current = at::detail::getCUDAHooks().current_device();
-    if (engine_device.is_cuda()) {
-      out.emplace_back(c10::kCUDA, engine_device.has_index() ? engine_device.index() : current);
-    }
-    if (current >= 0 && (out.empty() || out[0].index() != current)) {
-      out.emplace_back(c10::kCUDA, current);
-    }
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("CUDA devices for the RNG states: ", e.what_without_backtrace()));
-  }
-  return out;
-}
-
 // Keyed by device index, next to kRngArray; a checkpoint without them (older, or saved without
 // CUDA) loads and leaves the CUDA generators as they are.
 std::string CudaRngArray(const c10::Device& device) {
   return absl::StrCat("cuda_rng_state_", static_cast<int>(device.index()));
 }
 
+// LibTorch's default generator of `device`, the host's or a CUDA device's.
 at::Generator GeneratorOf(const c10::Device& device) {
-  return device.is_cpu() ? at::detail::getDefaultCPUGenerator()
-                         : at::globalContext().defaultGenerator(device);
+  return at::globalContext().defaultGenerator(device);
 }
 
 at::Tensor GetRngState(const c10::Device& device) {
@@ -207,7 +187,7 @@ absl::Status Engine::WriteRankShard(const checkpoint::TagLocation& at,
     }
     std::vector<at::Tensor> rng = {GetRngState(c10::Device(c10::kCPU))};
     specs.push_back({checkpoint::kRngArray, ArrayDType::kBytes, rng[0].numel()});
-    ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, CudaRngDevices(options_.device));
+    ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, runtime_->RngDevices());
     for (const c10::Device& d : cuda) {
       rng.push_back(GetRngState(d));
       specs.push_back({CudaRngArray(d), ArrayDType::kBytes, rng.back().numel()});
@@ -350,7 +330,7 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
     ZT_RETURN_IF_ERROR(reader->CheckStateArrays(arrays));
     if (m.world_size() == group_->world_size()) {
       ZT_ASSIGN_OR_RETURN(rng, reader->ReadRankBytes(rank, checkpoint::kRngArray));
-      ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, CudaRngDevices(options_.device));
+      ZT_ASSIGN_OR_RETURN(const std::vector<c10::Device> cuda, runtime_->RngDevices());
       for (const c10::Device& d : cuda) {
         absl::StatusOr<std::vector<uint8_t>> bytes = reader->ReadRankBytes(rank, CudaRngArray(d));
         if (absl::IsNotFound(bytes.status())) continue;

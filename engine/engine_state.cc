@@ -19,9 +19,9 @@ absl::Status Engine::InitOffload() {
   offload::PinnedHostPoolOptions po;
   // Page-locking speeds up copies between a device and host memory; a CPU engine makes none, so
   // pin_memory (on by default, as in DeepSpeed) costs it nothing and asks for nothing.
-  po.use_cuda_host_alloc =
-      !options_.device.is_cpu() && ((off.device != OffloadDevice::kNone && off.pin_memory) ||
-                                    (param.device != OffloadDevice::kNone && param.pin_memory));
+  po.use_cuda_host_alloc = runtime_->CopiesFromPinnedHost() &&
+                           ((off.device != OffloadDevice::kNone && off.pin_memory) ||
+                            (param.device != OffloadDevice::kNone && param.pin_memory));
   ZT_ASSIGN_OR_RETURN(offload::PinnedHostPool pool, offload::PinnedHostPool::Create(po));
   host_pool_ = std::make_unique<offload::PinnedHostPool>(std::move(pool));
   auto transfer = offload::MakeTransferStream(options_.device);

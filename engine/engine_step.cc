@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/grad_stats.h"
 #include "engine/master_state.h"
+#include "engine/optim_dtype.h"
 #include "engine/step_staging.h"
 #include "engine/store_grad_sink.h"
 #include "engine/tensor_memory.h"
@@ -46,7 +47,7 @@ absl::StatusOr<GradStats> Engine::AgreeGradStats(const std::vector<partition::Gr
   } else {
     std::vector<at::Tensor> tensors;
     for (const auto& g : grads) tensors.push_back(g.grads);
-    ZT_ASSIGN_OR_RETURN(stats, LocalGradStats(tensors, request));
+    ZT_ASSIGN_OR_RETURN(stats, runtime_->GradStats(tensors, request));
   }
   // One collective for both: a rank that saw inf/NaN must make every rank skip, or their weights
   // diverge; disjoint gradient shards add up their squares, whole (identical) ones take the max.

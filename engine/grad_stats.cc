@@ -1,5 +1,5 @@
-// Overflow flag and sum of squares of the gradient shards, with the kernel that suits the memory
-// they are in: optim's SIMD loops on the host, ATen reductions on a device.
+// Overflow flag and sum of squares of the gradient shards, in two forms: optim's SIMD loops for
+// host memory, ATen reductions for a device.
 #include "engine/grad_stats.h"
 
 #include <ATen/core/Tensor.h>
@@ -12,16 +12,15 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/param_store.h"
+#include "engine/optim_dtype.h"
 #include "optim/clip_grad.h"
 #include "optim/overflow_check.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
-namespace {
 
-absl::StatusOr<at::Tensor> HostStats(const std::vector<at::Tensor>& grads,
-                                     const GradStatsRequest& request) {
+absl::StatusOr<at::Tensor> HostGradStats(const std::vector<at::Tensor>& grads,
+                                         const GradStatsRequest& request) {
   std::vector<optim::GradShard> shards;
   for (const at::Tensor& g : grads) {
     shards.push_back({g.data_ptr(), g.numel(), ToOptimDtype(g.scalar_type())});
@@ -41,10 +40,8 @@ absl::StatusOr<at::Tensor> HostStats(const std::vector<at::Tensor>& grads,
   return out;
 }
 
-}  // namespace
-
-at::Tensor AtenGradStats(const std::vector<at::Tensor>& grads, const GradStatsRequest& request) {
-  const at::Device device = grads.empty() ? at::Device(at::kCPU) : grads.front().device();
+at::Tensor AtenGradStats(const std::vector<at::Tensor>& grads, const GradStatsRequest& request,
+                         c10::Device device) {
   at::Tensor squares = at::zeros({}, at::TensorOptions(at::kDouble).device(device));
   for (const at::Tensor& g : grads) {
     if (g.numel() == 0) continue;
@@ -57,24 +54,6 @@ at::Tensor AtenGradStats(const std::vector<at::Tensor>& grads, const GradStatsRe
   if (!request.overflow) overflow.zero_();
   if (!request.sum_of_squares) squares.zero_();
   return at::stack({overflow, squares});
-}
-
-absl::StatusOr<at::Tensor> LocalGradStats(const std::vector<at::Tensor>& grads,
-                                          const GradStatsRequest& request) {
-  const at::Device device = grads.empty() ? at::Device(at::kCPU) : grads.front().device();
-  for (const at::Tensor& g : grads) {
-    if (g.device() != device) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gradient statistics: shards on ", device.str(), " and ", g.device().str()));
-    }
-  }
-  if (device.is_cpu()) return HostStats(grads, request);
-  try {
-    return AtenGradStats(grads, request);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("gradient statistics on ", device.str(), ": ", e.what_without_backtrace()));
-  }
 }
 
 }  // namespace zerotrain::engine

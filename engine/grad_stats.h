@@ -1,4 +1,4 @@
-// LocalGradStats: what the optimizer step must learn of this rank's gradients before it runs,
+// Gradient statistics: what the optimizer step must learn of this rank's gradients before it runs,
 // whether any is inf/NaN (fp16's loss scaler then skips the step) and their sum of squares (the
 // global-norm clipping), as one small tensor on the gradients' device. The engine agrees it
 // across ranks in one collective and the host reads it once per step, the step's one host
@@ -18,16 +18,17 @@ struct GradStatsRequest {
   bool sum_of_squares = false;  // entry 1: the sum of every gradient's square (else 0)
 };
 
-// A float64 tensor [overflow, sum of squares] on the gradients' device (CPU for none). CPU
-// gradients go through optim's SIMD kernels (float lanes summed in float64, as the CPU clipping
-// always did); other devices through ATen's reductions (float accumulation per tensor, float64
-// across them), whose non-finite sum also
-// marks an overflow. All grads must be on one device.
-absl::StatusOr<at::Tensor> LocalGradStats(const std::vector<at::Tensor>& grads,
-                                          const GradStatsRequest& request);
+// The float64 tensor [overflow, sum of squares] of gradients in host memory, through optim's SIMD
+// kernels (float lanes summed in float64, as the CPU clipping always did). A DeviceRuntime
+// (device_runtime.h) chooses this or the ATen form for the memory its gradients are in.
+absl::StatusOr<at::Tensor> HostGradStats(const std::vector<at::Tensor>& grads,
+                                         const GradStatsRequest& request);
 
-// The ATen form LocalGradStats uses off the host; it runs on CPU tensors too, which is how the
-// CPU tests check it against the host kernels. Throws c10::Error like the ATen calls it makes.
-at::Tensor AtenGradStats(const std::vector<at::Tensor>& grads, const GradStatsRequest& request);
+// The same through ATen's reductions (float accumulation per tensor, float64 across them, whose
+// non-finite sum also marks an overflow), as a tensor on `device`: what a GPU runs. It runs on CPU
+// tensors too, which is how the CPU tests check it against the host kernels. Throws c10::Error
+// like the ATen calls it makes.
+at::Tensor AtenGradStats(const std::vector<at::Tensor>& grads, const GradStatsRequest& request,
+                         c10::Device device = c10::Device(c10::kCPU));
 
 }  // namespace zerotrain::engine

@@ -1,8 +1,8 @@
 // MasterState (master_state.h): where offload_optimizer keeps the master and the states (arrays on
 // the model's device, or a SubGroupStore in host memory or on NVMe), how they are filled from the
 // model, copied out and written from a parameter's values; master_state_step.cc steps them.
-// Sub-group arrays are reached as tensors on device_ (Array), so the same code serves host and
-// device memory.
+// Sub-group arrays are reached as tensors on the state runtime's device (Array), so the same code
+// serves host and device memory.
 #include "engine/master_state.h"
 
 #include <ATen/ops/empty.h>
@@ -48,10 +48,10 @@ absl::StatusOr<std::unique_ptr<MasterState>> MasterState::Create(
   so.sub_group_numel = std::min(options.sub_group_size, so.numel);
   so.pool = in.pool;
   // Without offload the arrays live with the model, on its device.
-  m->device_ = off.device == OffloadDevice::kNone ? options.device : at::Device(at::kCPU);
+  m->runtime_ = off.device == OffloadDevice::kNone ? in.device : &DeviceRuntime::Host();
   // A copy is waited for as long as a collective would be.
   m->staging_ = std::make_unique<StepStaging>(
-      m->device_, in.transfer, in.pool, absl::FromChrono(in.group->options().timeout), in.copies);
+      m->runtime_, in.transfer, in.pool, absl::FromChrono(in.group->options().timeout), in.copies);
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
   if (off.device == OffloadDevice::kNone) ZT_RETURN_IF_ERROR(m->AllocateResident(initial, &so));
   if (off.device == OffloadDevice::kNvme) {
@@ -75,15 +75,15 @@ absl::Status MasterState::AllocateResident(const std::vector<float>& initial,
         ZT_ASSIGN_OR_RETURN(at::Tensor whole, params_->ModelRange(0, numel_));
         resident_.push_back(whole);
       } else {
-        resident_.push_back(
-            at::full({numel_}, initial[a], at::TensorOptions(at::kFloat).device(device_)));
+        resident_.push_back(at::full({numel_}, initial[a],
+                                     at::TensorOptions(at::kFloat).device(runtime_->device())));
       }
       so->external.push_back(resident_.back().data_ptr<float>());
     }
   } catch (const c10::Error& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("allocating the fp32 master and optimizer states (", so->arrays.size(), " x ",
-                     numel_, " floats) on ", device_.str(), ": ", e.what_without_backtrace()));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "allocating the fp32 master and optimizer states (", so->arrays.size(), " x ", numel_,
+        " floats) on ", runtime_->device().str(), ": ", e.what_without_backtrace()));
   }
   return absl::OkStatus();
 }
@@ -109,7 +109,7 @@ absl::Status MasterState::Fill(const std::vector<float>& initial) {
 }
 
 at::Tensor MasterState::Array(float* data, int64_t numel) const {
-  return at::from_blob(data, {numel}, at::TensorOptions(at::kFloat).device(device_));
+  return at::from_blob(data, {numel}, at::TensorOptions(at::kFloat).device(runtime_->device()));
 }
 
 absl::StatusOr<at::Tensor> MasterState::Copy() const {

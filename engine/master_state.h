@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
+#include "engine/device_runtime.h"
 #include "engine/engine_options.h"
 #include "engine/model_state.h"
 #include "engine/param_store.h"
@@ -35,6 +36,7 @@ struct MasterStateInputs {
   offload::SwapSpace* swap = nullptr;  // offload_optimizer nvme
   bool grads_in_store = false;         // the reducer's gradients go to the store (its sink)
   comm::HostDeviceCopies* copies = nullptr;
+  const DeviceRuntime* device = nullptr;  // the engine's (the model's device)
 };
 
 class MasterState {
@@ -80,7 +82,8 @@ class MasterState {
   comm::HostDeviceCopies* copies_ = nullptr;  // the engine's count of host<->device bytes
   int64_t numel_ = 0;
   bool aliases_params_ = false;
-  at::Device device_ = at::Device(at::kCPU);  // where the state lives
+  // Where the state lives: the model's device, or the host under offload_optimizer.
+  const DeviceRuntime* runtime_ = &DeviceRuntime::Host();
   std::unique_ptr<ShardOptimizer> optimizer_;
   std::unique_ptr<StepStaging> staging_;
   std::vector<at::Tensor> resident_;  // without offload: the arrays store_ cuts up

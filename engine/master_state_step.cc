@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "engine/master_state.h"
+#include "engine/optim_dtype.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -64,7 +65,7 @@ absl::Status MasterState::Step(int64_t step, double grad_scale,
                                const std::vector<ShardSegment>& segments) {
   auto shard_of = [&](const offload::SubGroupView& v, int64_t begin, int64_t end) {
     ShardState shard;
-    shard.device = device_;
+    shard.runtime = runtime_;
     shard.begin = begin;
     shard.numel = end - begin;
     shard.master = v.arrays[0] + (begin - v.begin);

@@ -70,15 +70,4 @@ absl::Status AgreeAllOk(comm::ProcessGroup* group, const absl::Status& local,
       absl::StrCat(where, "rank(s) ", absl::StrJoin(failed, ","), " failed (see their errors)"));
 }
 
-optim::DType ToOptimDtype(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16:
-      return optim::DType::kBFloat16;
-    case at::kHalf:
-      return optim::DType::kFloat16;
-    default:
-      return optim::DType::kFloat32;
-  }
-}
-
 }  // namespace zerotrain::engine

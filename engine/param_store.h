@@ -144,9 +144,6 @@ void ConvertRuns(const at::Tensor& piece, int64_t begin, const std::vector<Maste
 // contiguous, and through bytes where it is bool, which Gloo does not carry. Collective.
 absl::Status BroadcastFromRankZero(comm::ProcessGroup* group, const at::Tensor& t);
 
-// optim/'s name for a tensor dtype (fp32, bf16 or fp16; others read as fp32).
-optim::DType ToOptimDtype(at::ScalarType t);
-
 // Every rank learns whether every rank's `local` is OK; returns local's error or one naming the
 // ranks that failed.
 absl::Status AgreeAllOk(comm::ProcessGroup* group, const absl::Status& local,

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "optim/fused_adam_cuda.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -28,9 +27,9 @@ absl::Status CheckStateCount(const ShardState& shard, size_t want, const char* w
 
 // The optimizers that have only CPU kernels.
 absl::Status CheckOnHost(const ShardState& shard, const char* who) {
-  if (shard.device.is_cpu()) return absl::OkStatus();
+  if (shard.runtime->RunsHostKernels()) return absl::OkStatus();
   return absl::UnimplementedError(
-      absl::StrCat(who, ": the state is on ", shard.device.str(), " and ", who,
+      absl::StrCat(who, ": the state is on ", shard.runtime->device().str(), " and ", who,
                    " has only a CPU kernel; use Adam/AdamW on a CUDA device"));
 }
 
@@ -86,8 +85,7 @@ class AdamShardOptimizer : public ShardOptimizer {
     optim::AdamOptions options = options_;
     options.grad_scale = grad_scale;
     // The kernel for the memory the state is in; the same options, scalars and results.
-    if (shard.device.is_cuda()) return optim::FusedAdamStepCuda(options, step, shards);
-    return optim::FusedAdamStep(options, step, shards);
+    return shard.runtime->AdamStep(options, step, shards);
   }
 
   void set_lr(double lr) override { options_.lr = lr; }

@@ -13,8 +13,6 @@
 // over every sub-group with the totals.
 #pragma once
 
-#include <c10/core/Device.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/device_runtime.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/lamb.h"
@@ -48,9 +47,10 @@ struct ShardSegment {
 // Shard elements [begin, begin + numel) of the master weights and of each state array, in
 // memory for the duration of one Step call; element `begin` is at index 0.
 struct ShardState {
-  // Where master, state, grads and params_out live: the built-in optimizers run their CPU kernels
-  // on host memory and the CUDA kernels on the current stream of a CUDA device.
-  c10::Device device = c10::Device(c10::kCPU);
+  // The runtime of the memory master, state, grads and params_out live in (its device());
+  // the built-in optimizers take their kernels from it: optim's CPU kernels on the host, the
+  // CUDA kernels on the current stream of a CUDA device.
+  const DeviceRuntime* runtime = &DeviceRuntime::Host();
   int64_t begin = 0;
   int64_t numel = 0;
   float* master = nullptr;

@@ -3,9 +3,6 @@
 #include "engine/step_staging.h"
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
-#include <c10/util/Exception.h>
 
 #include <memory>
 #include <utility>
@@ -16,14 +13,10 @@
 
 namespace zerotrain::engine {
 
-StepStaging::StepStaging(c10::Device state_device, offload::TransferStream* transfer,
+StepStaging::StepStaging(const DeviceRuntime* state, offload::TransferStream* transfer,
                          offload::PinnedHostPool* pool, absl::Duration timeout,
                          comm::HostDeviceCopies* copies)
-    : state_device_(state_device),
-      transfer_(transfer),
-      pool_(pool),
-      timeout_(timeout),
-      copies_(copies) {}
+    : state_(state), transfer_(transfer), pool_(pool), timeout_(timeout), copies_(copies) {}
 
 StepStaging::~StepStaging() {
   // A copy still running reads or writes its block: wait for it, and leak a block it outlived.
@@ -36,23 +29,15 @@ StepStaging::~StepStaging() {
 
 absl::StatusOr<at::Tensor> StepStaging::Buffer(const at::Tensor& like) {
   offload::MemoryRoleScope role(offload::MemoryRole::kStaging);
-  try {
-    if (!state_device_.is_cpu()) {
-      return at::empty({like.numel()}, like.options().device(state_device_));
-    }
-    // Host memory from the pool: page-locked when the engine asked for pinned memory, so the
-    // copies run asynchronously; the tensor returns its block to the pool when it dies.
-    ZT_ASSIGN_OR_RETURN(offload::HostBlock block, pool_->Allocate(like.nbytes()));
-    auto owner = std::make_shared<offload::HostBlock>(std::move(block));
-    void* data = owner->data();
-    return at::from_blob(
-        data, {like.numel()}, [owner](void*) mutable { owner.reset(); },
-        at::TensorOptions().dtype(like.scalar_type()));
-  } catch (const c10::Error& e) {
-    return absl::ResourceExhaustedError(absl::StrCat("a staging buffer of ", like.nbytes(),
-                                                     " bytes on ", state_device_.str(), ": ",
-                                                     e.what_without_backtrace()));
+  // On the host, a block of the pool: page-locked when the engine asked for pinned memory, so
+  // the copies run asynchronously.
+  absl::StatusOr<at::Tensor> buffer = state_->Buffer(like, pool_);
+  if (!buffer.ok()) {
+    return absl::Status(buffer.status().code(),
+                        absl::StrCat("a staging buffer of ", like.nbytes(), " bytes on ",
+                                     state_->device().str(), ": ", buffer.status().message()));
   }
+  return buffer;
 }
 
 absl::Status StepStaging::Retire() {
@@ -67,7 +52,7 @@ absl::Status StepStaging::Retire() {
 }
 
 absl::StatusOr<at::Tensor> StepStaging::In(const at::Tensor& t) {
-  if (t.device() == state_device_) return t;
+  if (t.device() == state_->device()) return t;
   for (const Staged& s : inputs_) {
     if (s.target.is_same(t) || (s.target.data_ptr() == t.data_ptr() &&
                                 s.target.numel() == t.numel() && s.target.dtype() == t.dtype())) {
@@ -106,14 +91,14 @@ absl::Status StepStaging::WaitInputs() {
   }
   inputs_.clear();
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("copying gradients to ", state_device_.str(),
+    return absl::Status(status.code(), absl::StrCat("copying gradients to ", state_->device().str(),
                                                     " for the optimizer: ", status.message()));
   }
   return status;
 }
 
 absl::StatusOr<at::Tensor> StepStaging::Out(const at::Tensor& t) {
-  if (t.device() == state_device_) return t;
+  if (t.device() == state_->device()) return t;
   ZT_ASSIGN_OR_RETURN(at::Tensor buffer, Buffer(t));
   // Zeros where the optimizer writes nothing (padding between parameters, which a per-tensor
   // optimizer skips), rather than what the block held before.
@@ -129,19 +114,21 @@ absl::Status StepStaging::Publish() {
     if (f.ok()) {
       s.fence = *f;
       copies_->Count(s.buffer, s.target);
-      // Into host memory (a shard offload_param keeps there) the values must be there now, and
-      // the buffer, on the state's device, goes at once rather than piling up until Reset.
-      const absl::Status w = s.target.is_cpu() ? f->Wait(timeout_) : f->OrderCurrentStream();
+      // Into host memory (a shard offload_param keeps there) the values must be there now; a
+      // device's stream is ordered after the copy. A finished copy's buffer goes at once rather
+      // than piling up until Reset.
+      const absl::Status w = f->ReadyFor(s.target.device(), timeout_);
       status.Update(w);
-      if (w.ok() && s.target.is_cpu()) continue;
+      if (w.ok() && f->done()) continue;
     }
     status.Update(f.status());
     retiring_.push_back(std::move(s));
   }
   outputs_.clear();
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("copying the optimizer's new parameters from ",
-                                                    state_device_.str(), ": ", status.message()));
+    return absl::Status(status.code(),
+                        absl::StrCat("copying the optimizer's new parameters from ",
+                                     state_->device().str(), ": ", status.message()));
   }
   return status;
 }

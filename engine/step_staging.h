@@ -9,7 +9,6 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
 
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/comm.h"
+#include "engine/device_runtime.h"
 #include "offload/pinned_host_pool.h"
 #include "offload/transfer_stream.h"
 
@@ -24,9 +24,10 @@ namespace zerotrain::engine {
 
 class StepStaging {
  public:
-  // `transfer` copies between `state_device` and the model's device; `pool` holds host buffers;
-  // `copies` counts the bytes moved between host and device (the engine's traffic()).
-  StepStaging(c10::Device state_device, offload::TransferStream* transfer,
+  // `state` is the runtime of the optimizer state's memory; `transfer` copies between it and the
+  // model's device; `pool` holds host buffers; `copies` counts the bytes moved between host and
+  // device (the engine's traffic()).
+  StepStaging(const DeviceRuntime* state, offload::TransferStream* transfer,
               offload::PinnedHostPool* pool, absl::Duration timeout,
               comm::HostDeviceCopies* copies);
   ~StepStaging();
@@ -57,7 +58,7 @@ class StepStaging {
   // Waits for the copies of the last Publish and the inputs' fences, then frees their buffers.
   absl::Status Retire();
 
-  c10::Device state_device_;
+  const DeviceRuntime* state_;
   offload::TransferStream* transfer_;
   offload::PinnedHostPool* pool_;
   absl::Duration timeout_;

@@ -51,10 +51,39 @@ offload::PinnedHostPool Pool() {
   return *std::move(pool);
 }
 
+// The meta device as a device runtime: buffers there, and nothing else a staging asks of it.
+class MetaRuntime : public DeviceRuntime {
+ public:
+  MetaRuntime() : DeviceRuntime(c10::Device(c10::kMeta)) {}
+  bool CopiesFromPinnedHost() const override { return true; }
+  std::unique_ptr<StepClock> MakeClock() const override { return nullptr; }
+  absl::StatusOr<at::Tensor> GradStats(const std::vector<at::Tensor>&,
+                                       const GradStatsRequest&) const override {
+    return absl::UnimplementedError("meta");
+  }
+  absl::StatusOr<at::Tensor> Buffer(const at::Tensor& like,
+                                    offload::PinnedHostPool*) const override {
+    return at::empty({like.numel()}, like.options().device(device()));
+  }
+  absl::Status AdamStep(const optim::AdamOptions&, int64_t,
+                        absl::Span<const optim::AdamShard>) const override {
+    return absl::UnimplementedError("meta");
+  }
+  bool RunsHostKernels() const override { return false; }
+  absl::StatusOr<std::vector<c10::Device>> RngDevices() const override {
+    return std::vector<c10::Device>{};
+  }
+};
+
+const DeviceRuntime* RuntimeOf(c10::Device device) {
+  static const MetaRuntime* const meta = new MetaRuntime();
+  return device.is_meta() ? static_cast<const DeviceRuntime*>(meta) : &DeviceRuntime::Host();
+}
+
 // A StepStaging whose optimizer state lives on `state`, over a recording stream and its own pool.
 struct Rig {
   explicit Rig(c10::Device state)
-      : pool(Pool()), staging(state, &stream, &pool, absl::Seconds(1), &counted) {}
+      : pool(Pool()), staging(RuntimeOf(state), &stream, &pool, absl::Seconds(1), &counted) {}
   offload::PinnedHostPool pool;
   RecordingStream stream;
   comm::HostDeviceCopies counted;

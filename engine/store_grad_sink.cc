@@ -24,7 +24,7 @@ absl::Status StoreGradSink::Begin(bool accumulate) {
       accumulate, [this](int64_t begin, const float* grads, int64_t numel) -> absl::Status {
         const at::Tensor values = at::from_blob(const_cast<float*>(grads), {numel}, at::kFloat);
         ZT_ASSIGN_OR_RETURN(const at::Tensor part,
-                            LocalGradStats({values}, GradStatsRequest{true, true}));
+                            HostGradStats({values}, GradStatsRequest{true, true}));
         double* sum = summing_.data_ptr<double>();
         const double* add = part.data_ptr<double>();
         sum[0] = std::max(sum[0], add[0]);

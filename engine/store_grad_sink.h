@@ -25,7 +25,7 @@ class StoreGradSink : public partition::GradShardSink {
   absl::Status Add(int64_t shard_offset, const at::Tensor& reduced) override;
   absl::Status Finish() override;
 
-  // The last finished pass's [overflow, sum of squares], float64 on the host, as LocalGradStats
+  // The last finished pass's [overflow, sum of squares], float64 on the host, as HostGradStats
   // gives them (grad_stats.h).
   const at::Tensor& stats() const { return stats_; }
 

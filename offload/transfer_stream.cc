@@ -16,6 +16,10 @@ absl::Status Fence::OrderCurrentStream() const {
   return impl_ == nullptr ? absl::OkStatus() : impl_->OrderCurrentStream();
 }
 
+absl::Status Fence::ReadyFor(c10::Device reader, absl::Duration timeout) const {
+  return reader.is_cpu() ? Wait(timeout) : OrderCurrentStream();
+}
+
 namespace {
 
 class CpuTransferStream : public TransferStream {

@@ -43,6 +43,9 @@ class Fence {
   // Makes work queued later on the caller's current device stream wait for the copy, without
   // blocking the host.
   absl::Status OrderCurrentStream() const;
+  // Makes the copy's result visible to code reading it on `reader`: the host waits (Wait), a
+  // device's current stream is ordered after it (OrderCurrentStream).
+  absl::Status ReadyFor(c10::Device reader, absl::Duration timeout) const;
 
  private:
   std::shared_ptr<Impl> impl_;

@@ -20,6 +20,7 @@ CHECKS=(
   "pinned_host_pool   //offload:pinned_host_pool_test"
   "nccl_backend       //comm:nccl_backend_test"
   "fused_adam_cuda    //optim:fused_adam_cuda_test"
+  "device_runtime     //engine:device_runtime_test"
   "recompute_cuda     //recompute:activation_checkpoint_cuda_test"
   "checkpoint_rng     //engine:engine_checkpoint_test --gtest_filter=CheckpointRng.*"
   "engine_cuda        //engine:engine_cuda_test"
