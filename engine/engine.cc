@@ -65,46 +65,6 @@ partition::GradKeeping FlatKeeping(int stage) {
   return stage == 1 ? partition::GradKeeping::kOwnedSlices : partition::GradKeeping::kShard;
 }
 
-// The options that only some stages take. The stage decides nothing else here: Create hands the
-// parameters to the store of that stage.
-absl::Status CheckStageOptions(const EngineOptions& o, const std::string& where) {
-  if (o.stage < 0 || o.stage > 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "stage ", o.stage, " (ZeRO stages are 0, 1, 2 and 3)"));
-  }
-  if (o.offload_optimizer.device != OffloadDevice::kNone && o.stage == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "offload_optimizer ",
-                                                   OffloadDeviceName(o.offload_optimizer.device),
-                                                   " needs ZeRO stage 1-3"));
-  }
-  if (o.offload_param.device != OffloadDevice::kNone && o.stage != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "offload_param ",
-                                                   OffloadDeviceName(o.offload_param.device),
-                                                   " needs ZeRO stage 3 (stage is ", o.stage, ")"));
-  }
-  if (!o.device.is_cpu() && !o.device.is_cuda()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "device ", o.device.str(), " (the engine runs on cpu or cuda)"));
-  }
-  // Offloaded optimizer states are stepped by the host kernels, whatever the model's device.
-  if (o.device.is_cuda() && o.offload_optimizer.device == OffloadDevice::kNone &&
-      o.optimizer != OptimizerKind::kAdam && !o.optimizer_factory) {
-    return absl::UnimplementedError(absl::StrCat(
-        where, OptimizerKindName(o.optimizer), " has no CUDA kernel; use Adam/AdamW on ",
-        o.device.str(), ", or offload_optimizer cpu/nvme (its host kernel steps there)"));
-  }
-  if (o.keep_last_checkpoints < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "keep_last_checkpoints is ",
-                                                   o.keep_last_checkpoints,
-                                                   "; it must be >= 0 (0 keeps every checkpoint)"));
-  }
-  if (o.sharded_init != nullptr && o.stage != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "a ShardedInit partitions for stage 3; this engine is stage ", o.stage));
-  }
-  return absl::OkStatus();
-}
-
 // A run's identity in its checkpoints (checkpoint/shard_identity.h): random, never 0 (0 marks
 // a format 1 checkpoint), and independent of LibTorch's generators, which training seeds.
 uint64_t NewRunId() {
@@ -132,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   // The engine's one choice by device: what differs between host and device work is asked of
   // its runtime from here on. "cuda" alone gets the current device's index, so that device
   // comparisons (is a gradient already where the optimizer state is?) are exact. A device of
-  // another type fails in CheckStageOptions below, once the ranks have met, before any use.
+  // another type fails in ValidateEngineOptions below, once the ranks have met, before any use.
   if (auto runtime = DeviceRuntime::For(options.device); runtime.ok()) {
     e->runtime_ = *std::move(runtime);
     e->options_.device = e->runtime_->device();
@@ -141,7 +101,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   e->module_ = &module;
   // Local problems are only reported after the ranks have met, so that a rank that fails here
   // does not leave the others waiting in the fingerprint exchange until the timeout.
-  absl::Status local = CheckStageOptions(options, where);
+  absl::Status local = WithPrefix(ValidateEngineOptions(options), where);
   auto batch = ResolveBatchSizes(options, group->world_size());
   if (batch.ok()) {
     e->batch_ = *batch;
@@ -235,21 +195,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   if (optimizer == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(where, "optimizer_factory returned null"));
   }
-  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
-      optim::MakeLrSchedule(options.lr_schedule);
-  if (!schedule.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "lr_schedule: ", schedule.status().message()));
-  }
-  e->schedule_ = *std::move(schedule);
-  const bool has_betas =
-      options.optimizer == OptimizerKind::kAdam || options.optimizer == OptimizerKind::kLamb;
-  if (e->schedule_ != nullptr && e->schedule_->Momentum(0).has_value() &&
-      !options.optimizer_factory && !has_betas) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "lr_schedule cycles momentum (OneCycle's cycle_momentum), but ",
-                     OptimizerKindName(options.optimizer), " has no betas to cycle"));
-  }
+  // ValidateEngineOptions made it once already.
+  ZT_ASSIGN_OR_RETURN(e->schedule_, optim::MakeLrSchedule(options.lr_schedule));
   MasterStateInputs mi;
   mi.options = &e->options_;
   mi.group = group;

@@ -76,6 +76,60 @@ const char* OptimizerKindName(OptimizerKind kind) {
   }
 }
 
+absl::Status ValidateEngineOptions(const EngineOptions& o) {
+  if (o.stage < 0 || o.stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stage ", o.stage, " (ZeRO stages are 0, 1, 2 and 3)"));
+  }
+  if (o.offload_optimizer.device != OffloadDevice::kNone && o.stage == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("offload_optimizer ",
+                                                   OffloadDeviceName(o.offload_optimizer.device),
+                                                   " needs ZeRO stage 1-3"));
+  }
+  if (o.offload_param.device != OffloadDevice::kNone && o.stage != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("offload_param ",
+                                                   OffloadDeviceName(o.offload_param.device),
+                                                   " needs ZeRO stage 3 (stage is ", o.stage, ")"));
+  }
+  if (!o.device.is_cpu() && !o.device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", o.device.str(), " (the engine runs on cpu or cuda)"));
+  }
+  // Offloaded optimizer states are stepped by the host kernels, whatever the model's device.
+  if (o.device.is_cuda() && o.offload_optimizer.device == OffloadDevice::kNone &&
+      o.optimizer != OptimizerKind::kAdam && !o.optimizer_factory) {
+    return absl::UnimplementedError(absl::StrCat(
+        OptimizerKindName(o.optimizer), " has no CUDA kernel; use Adam/AdamW on ", o.device.str(),
+        ", or offload_optimizer cpu/nvme (its host kernel steps there)"));
+  }
+  if (o.keep_last_checkpoints < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("keep_last_checkpoints is ",
+                                                   o.keep_last_checkpoints,
+                                                   "; it must be >= 0 (0 keeps every checkpoint)"));
+  }
+  if (o.sharded_init != nullptr && o.stage != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ShardedInit partitions for stage 3; this engine is stage ", o.stage));
+  }
+  if (o.precision == Precision::kFloat16) {
+    if (absl::StatusOr<optim::LossScaler> s = optim::LossScaler::Create(o.fp16); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("fp16: ", s.status().message()));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
+      optim::MakeLrSchedule(o.lr_schedule);
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("lr_schedule: ", schedule.status().message()));
+  }
+  if (*schedule != nullptr && (*schedule)->Momentum(0).has_value() && !o.optimizer_factory &&
+      !HasBetas(o.optimizer)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lr_schedule cycles momentum (OneCycle's cycle_momentum), but ",
+                     OptimizerKindName(o.optimizer), " has no betas to cycle"));
+  }
+  return absl::OkStatus();
+}
+
 std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const EngineOptions& o) {
   if (o.optimizer_factory) return o.optimizer_factory();
   switch (o.optimizer) {

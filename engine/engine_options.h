@@ -127,6 +127,18 @@ struct EngineOptions {
   std::function<std::unique_ptr<ShardOptimizer>()> optimizer_factory;
 };
 
+// Whether the built-in optimizer has betas a schedule can cycle (Adam/AdamW and LAMB).
+inline bool HasBetas(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb;
+}
+
+// The checks of `o` that need no process group: stage ranges and the options only some stages
+// take, the device type, kernels the device lacks, the fp16 loss scaler's options, the LR
+// schedule's, and a cycled momentum without betas. Engine::Create runs them first (prefixed with
+// its rank); an app that validates its config once, before any rank starts, runs them too.
+// InvalidArgument naming the option and value (Unimplemented for a missing kernel).
+absl::Status ValidateEngineOptions(const EngineOptions& o);
+
 // The optimizer Engine::Create steps: optimizer_factory's when set, else the built-in one of
 // `optimizer` from its options struct.
 std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const EngineOptions& o);

@@ -1,5 +1,6 @@
 // The batch triple (any two give the third; inconsistent values name all four numbers), the
-// fingerprint parts that tell ranks apart, and the ZeRO memory formulas.
+// options-only checks (ValidateEngineOptions), the fingerprint parts that tell ranks apart, and
+// the ZeRO memory formulas.
 #include "engine/engine_options.h"
 
 #include "engine/model_state.h"
@@ -45,6 +46,67 @@ TEST(BatchSizes, MismatchNamesAllFourNumbers) {
   EXPECT_FALSE(ResolveBatchSizes(Triple(30, 0, 4), 4).ok());
   EXPECT_FALSE(ResolveBatchSizes(Triple(0, 0, 4), 4).ok());
   EXPECT_FALSE(ResolveBatchSizes(Triple(-1, 2, 0), 4).ok());
+}
+
+void ExpectRefused(const EngineOptions& o, absl::StatusCode code, const std::string& says) {
+  const absl::Status s = ValidateEngineOptions(o);
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_NE(std::string(s.message()).find(says), std::string::npos) << s;
+}
+
+TEST(ValidateEngineOptions, EachCheckNamesItsOptionAndValue) {
+  EXPECT_TRUE(ValidateEngineOptions(EngineOptions()).ok());
+  const auto bad = absl::StatusCode::kInvalidArgument;
+  EngineOptions o;
+  o.stage = 4;
+  ExpectRefused(o, bad, "stage 4 (ZeRO stages are 0, 1, 2 and 3)");
+  o = EngineOptions();
+  o.stage = 0;
+  o.offload_optimizer.device = OffloadDevice::kCpu;
+  ExpectRefused(o, bad, "offload_optimizer cpu needs ZeRO stage 1-3");
+  o = EngineOptions();
+  o.stage = 2;
+  o.offload_param.device = OffloadDevice::kNvme;
+  ExpectRefused(o, bad, "offload_param nvme needs ZeRO stage 3 (stage is 2)");
+  o = EngineOptions();
+  o.device = c10::Device(c10::kMeta);
+  ExpectRefused(o, bad, "device meta (the engine runs on cpu or cuda)");
+  o = EngineOptions();
+  o.device = c10::Device(c10::kCUDA, 0);
+  o.optimizer = OptimizerKind::kSgd;
+  ExpectRefused(o, absl::StatusCode::kUnimplemented, "SGD has no CUDA kernel");
+  o.offload_optimizer.device = OffloadDevice::kCpu;  // the host kernel steps it there
+  o.stage = 1;
+  EXPECT_TRUE(ValidateEngineOptions(o).ok());
+  o = EngineOptions();
+  o.keep_last_checkpoints = -1;
+  ExpectRefused(o, bad, "keep_last_checkpoints is -1");
+  o = EngineOptions();
+  o.precision = Precision::kFloat16;
+  o.fp16.hysteresis = 0;
+  ExpectRefused(o, bad, "fp16: hysteresis = 0 must be >= 1");
+  o.precision = Precision::kFloat32;  // the fp16 options are not used then
+  EXPECT_TRUE(ValidateEngineOptions(o).ok());
+}
+
+TEST(ValidateEngineOptions, ASchedulesOwnChecksAndCycledMomentumWithoutBetas) {
+  EngineOptions o;
+  optim::OneCycleOptions cycle;
+  cycle.cycle_min_lr = 0.001;
+  cycle.cycle_max_lr = 0.01;
+  o.lr_schedule = cycle;
+  o.optimizer = OptimizerKind::kAdam;
+  EXPECT_TRUE(ValidateEngineOptions(o).ok());
+  EXPECT_TRUE(HasBetas(OptimizerKind::kLamb));
+  o.optimizer = OptimizerKind::kSgd;
+  ExpectRefused(o, absl::StatusCode::kInvalidArgument,
+                "lr_schedule cycles momentum (OneCycle's cycle_momentum), but SGD has no betas");
+  cycle.cycle_momentum = false;
+  o.lr_schedule = cycle;
+  EXPECT_TRUE(ValidateEngineOptions(o).ok());
+  cycle.cycle_first_step_size = 0;
+  o.lr_schedule = cycle;
+  ExpectRefused(o, absl::StatusCode::kInvalidArgument, "lr_schedule: ");
 }
 
 TEST(Fingerprint, PartsTellWhatDiffers) {

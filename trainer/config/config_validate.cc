@@ -221,10 +221,7 @@ absl::Status PrecisionToEngine(const TrainerConfigProto& c, engine::EngineOption
   e->fp16.hysteresis = f.hysteresis();
   e->fp16.consecutive_hysteresis = f.consecutive_hysteresis();
   e->fp16.min_loss_scale = f.min_loss_scale();
-  if (absl::StatusOr<optim::LossScaler> s = optim::LossScaler::Create(e->fp16); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("fp16: ", s.status().message()));
-  }
-  return absl::OkStatus();
+  return absl::OkStatus();  // the loss scaler's own checks: ValidateEngineOptions
 }
 
 }  // namespace
@@ -268,10 +265,8 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
                       ScheduleFromConfig(config.scheduler(), engine::BuiltInLr(out.engine),
                                          out.run.steps, out.effective.mutable_scheduler()));
   if (!config.has_scheduler()) out.effective.clear_scheduler();
-  const bool has_betas = out.engine.optimizer == engine::OptimizerKind::kAdam ||
-                         out.engine.optimizer == engine::OptimizerKind::kLamb;
   if (auto* cycle = std::get_if<optim::OneCycleOptions>(&out.scheduler.options);
-      cycle != nullptr && cycle->cycle_momentum && !has_betas) {
+      cycle != nullptr && cycle->cycle_momentum && !engine::HasBetas(out.engine.optimizer)) {
     // DeepSpeed does the same for an optimizer without betas, with a warning.
     cycle->cycle_momentum = false;
     out.effective.mutable_scheduler()->mutable_params()->set_cycle_momentum(false);
@@ -280,6 +275,8 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
         " has no betas to cycle; OneCycle cycles only the lr"));
   }
   out.engine.lr_schedule = out.scheduler.options;  // the Engine steps it, as DeepSpeed's does
+  // What Engine::Create would refuse, refused here once, before any rank starts.
+  ZT_RETURN_IF_ERROR(engine::ValidateEngineOptions(out.engine));
   ZT_RETURN_IF_ERROR(ModelFromConfig(config, &out, warnings));
   ZT_RETURN_IF_ERROR(DataFromConfig(config, &out.data, &out.effective));
   // Images feed the classifiers, tokens the language models.

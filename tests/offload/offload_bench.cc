@@ -5,7 +5,7 @@
 // SubGroupStore swapping the same bytes (target: ratio >= 0.70); 3. the largest GPT (n_layer at
 // n_embd 512) stage 2 / 3 / 3+cpu / 3+nvme train while a memory cgroup caps all ranks together;
 // 4 (only when asked for): where stage 3 + nvme peaks at --layers of n_embd 512, by phase.
-//   bazel run -c opt //trainer:offload_bench [-- --world=2 --steps=5 --layers=8 --embd=512
+//   bazel run -c opt //tests/offload:offload_bench [-- --world=2 --steps=5 --layers=8 --embd=512
 //     --sub_group=4194304 --nvme_dir=/tmp --io_mib=1024 --cap_mib=3072 --max_layers=96
 //     --checkpoint_every=0 --only=1,2,3 (or 4) --fit=2,3,3cpu,3nvme]
 // --checkpoint_every=k recomputes every k-th block's activations in backward (recompute/), in
