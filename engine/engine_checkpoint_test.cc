@@ -200,11 +200,7 @@ absl::StatusOr<std::string> RunCase(const Case& c) {
       testing::ReferenceOptions ro;
       ro.steps = 20;
       ro.batch = kBatch;
-      testing::ReferenceRun ref = testing::RunReference(c.model, ro);
-      ZT_ASSIGN_OR_RETURN(auto gathered, engine->GatherParameters(testing::UniqueParameters(*net)));
-      const std::string diff = testing::CompareParams(*net, *ref.net, 1e-6, 1e-5);
-      ZT_RETURN_IF_ERROR(gathered->Close());
-      if (!diff.empty()) return absl::InternalError(absl::StrCat("parameters differ: ", diff));
+      ZT_RETURN_IF_ERROR(testing::MatchesReference(*engine, *net, c.model, ro));
     }
   }
   ZT_RETURN_IF_ERROR(full->Barrier());

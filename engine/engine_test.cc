@@ -97,11 +97,7 @@ absl::StatusOr<std::string> TrainAndCompare(const Case& c) {
   ro.steps = kSteps;
   ro.batch = kBatch;
   ro.clip = c.clip;
-  testing::ReferenceRun ref = testing::RunReference(c.model, ro);
-  ZT_ASSIGN_OR_RETURN(auto gathered, engine->GatherParameters(testing::UniqueParameters(*net)));
-  const std::string diff = testing::CompareParams(*net, *ref.net, 1e-6, 1e-5);
-  ZT_RETURN_IF_ERROR(gathered->Close());
-  if (!diff.empty()) return absl::InternalError(absl::StrCat("parameters differ: ", diff));
+  ZT_RETURN_IF_ERROR(testing::MatchesReference(*engine, *net, c.model, ro));
   return std::string("ok");
 }
 

@@ -206,6 +206,16 @@ ReferenceRun RunReference(ModelKind kind, const ReferenceOptions& o) {
   return run;
 }
 
+absl::Status MatchesReference(Engine& engine, TestNet& net, ModelKind kind,
+                              const ReferenceOptions& options) {
+  ReferenceRun ref = RunReference(kind, options);
+  ZT_ASSIGN_OR_RETURN(auto gathered, engine.GatherParameters(UniqueParameters(net)));
+  const std::string diff = CompareParams(net, *ref.net, 1e-6, 1e-5);
+  ZT_RETURN_IF_ERROR(gathered->Close());
+  if (!diff.empty()) return absl::InternalError(absl::StrCat("parameters differ: ", diff));
+  return absl::OkStatus();
+}
+
 std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol) {
   auto want_params = want.named_parameters();
   double worst = 0;

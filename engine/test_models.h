@@ -96,4 +96,9 @@ std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol)
 // GlobalBatch(kind, step, batch), the forward inside the engine's forward scope.
 absl::Status TrainSteps(Engine& engine, TestNet& net, ModelKind kind, int steps, int64_t batch);
 
+// OK when the engine's parameters of `net` (gathered, at stage 3) match a single-process
+// RunReference(kind, options) within 1e-6 + 1e-5 * |want|; InternalError naming the worst element.
+absl::Status MatchesReference(Engine& engine, TestNet& net, ModelKind kind,
+                              const ReferenceOptions& options);
+
 }  // namespace zerotrain::engine::testing

@@ -17,6 +17,7 @@ asan_targets=(
   //comm/... //partition/... //offload/... //checkpoint/... //optim/...
   //engine:shard_optimizer_test //engine:engine_optimizers_test //engine:engine_offload_test
   //engine:grad_stats_test //engine:step_staging_test //engine:tensor_memory_test
+  //engine:device_runtime_test
   //engine:mapped_block_cache_test
 )
 tsan_targets=(
