@@ -63,6 +63,17 @@ TEST(DeviceRuntime, HostBuffersComeFromThePoolAndGoBack) {
   EXPECT_EQ(pool->bytes_in_use(), 0) << "the buffer's block stayed out of the pool";
 }
 
+// An fp32 Adam shard over the tensors' memory (host or device).
+optim::AdamShard ShardOver(at::Tensor& p, at::Tensor& g, at::Tensor& m, at::Tensor& v) {
+  optim::AdamShard s;
+  s.size = p.numel();
+  s.params = p.data_ptr<float>();
+  s.grads = g.data_ptr<float>();
+  s.exp_avg = m.data_ptr<float>();
+  s.exp_avg_sq = v.data_ptr<float>();
+  return s;
+}
+
 TEST(DeviceRuntime, HostAdamStepIsOptimsKernel) {
   at::manual_seed(6);
   const int64_t n = 37;
@@ -70,18 +81,9 @@ TEST(DeviceRuntime, HostAdamStepIsOptimsKernel) {
   at::Tensor p2 = p1.clone();
   const at::Tensor before = p1.clone();
   at::Tensor m1 = at::zeros({n}), v1 = at::zeros({n}), m2 = at::zeros({n}), v2 = at::zeros({n});
-  auto shard = [&](at::Tensor& p, at::Tensor& m, at::Tensor& v) {
-    optim::AdamShard s;
-    s.size = n;
-    s.params = p.data_ptr<float>();
-    s.grads = g.data_ptr<float>();
-    s.exp_avg = m.data_ptr<float>();
-    s.exp_avg_sq = v.data_ptr<float>();
-    return s;
-  };
   optim::AdamOptions options;
   options.lr = 0.01;
-  const optim::AdamShard a = shard(p1, m1, v1), b = shard(p2, m2, v2);
+  const optim::AdamShard a = ShardOver(p1, g, m1, v1), b = ShardOver(p2, g, m2, v2);
   ASSERT_TRUE(DeviceRuntime::Host().AdamStep(options, 1, absl::MakeConstSpan(&a, 1)).ok());
   ASSERT_TRUE(optim::FusedAdamStep(options, 1, b).ok());
   EXPECT_FALSE(p1.equal(before)) << "the step changed nothing";
@@ -141,20 +143,11 @@ TEST(DeviceRuntimeCuda, GradStatsAndAdamMatchTheHost) {
   at::Tensor m = at::zeros({n}), v = at::zeros({n});
   at::Tensor dp = p.to(cuda->device()), dg = g.to(cuda->device());
   at::Tensor dm = m.to(cuda->device()), dv = v.to(cuda->device());
-  auto shard = [n](at::Tensor& p, at::Tensor& g, at::Tensor& m, at::Tensor& v) {
-    optim::AdamShard s;
-    s.size = n;
-    s.params = p.data_ptr<float>();
-    s.grads = g.data_ptr<float>();
-    s.exp_avg = m.data_ptr<float>();
-    s.exp_avg_sq = v.data_ptr<float>();
-    return s;
-  };
   optim::AdamOptions options;
   options.lr = 0.01;
   options.adamw = true;
   options.weight_decay = 0.1;
-  const optim::AdamShard on_host = shard(p, g, m, v), on_device = shard(dp, dg, dm, dv);
+  const optim::AdamShard on_host = ShardOver(p, g, m, v), on_device = ShardOver(dp, dg, dm, dv);
   ASSERT_TRUE(DeviceRuntime::Host().AdamStep(options, 1, absl::MakeConstSpan(&on_host, 1)).ok());
   ASSERT_TRUE(cuda->AdamStep(options, 1, absl::MakeConstSpan(&on_device, 1)).ok());
   EXPECT_TRUE(dp.cpu().allclose(p, 1e-6, 1e-6));
