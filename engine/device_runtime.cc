@@ -44,9 +44,13 @@ class HostRuntime : public DeviceRuntime {
     ZT_ASSIGN_OR_RETURN(offload::HostBlock block, pool->Allocate(like.nbytes()));
     auto owner = std::make_shared<offload::HostBlock>(std::move(block));
     void* data = owner->data();
-    return at::from_blob(
-        data, {like.numel()}, [owner](void*) mutable { owner.reset(); },
-        at::TensorOptions().dtype(like.scalar_type()));
+    try {
+      return at::from_blob(
+          data, {like.numel()}, [owner](void*) mutable { owner.reset(); },
+          at::TensorOptions().dtype(like.scalar_type()));
+    } catch (const c10::Error& e) {
+      return absl::InternalError(e.what_without_backtrace());
+    }
   }
   absl::Status AdamStep(const optim::AdamOptions& options, int64_t step,
                         absl::Span<const optim::AdamShard> shards) const override {
@@ -92,10 +96,8 @@ class CudaRuntime : public DeviceRuntime {
                                     offload::PinnedHostPool*) const override {
     try {
       return at::empty({like.numel()}, like.options().device(device()));
-    } catch (const c10::Error& e) {
-      return absl::ResourceExhaustedError(absl::StrCat("a buffer of ", like.nbytes(), " bytes on ",
-                                                       device().str(), ": ",
-                                                       e.what_without_backtrace()));
+    } catch (const c10::Error& e) {  // the caller names the buffer, its size and device
+      return absl::ResourceExhaustedError(e.what_without_backtrace());
     }
   }
   absl::Status AdamStep(const optim::AdamOptions& options, int64_t step,

@@ -3,7 +3,7 @@
 // page-locking, the generators a checkpoint keeps) is asked of a runtime chosen once, at
 // Engine::Create, for each memory the engine uses: the model's device, and the optimizer state's
 // (host memory when offload_optimizer moves it there). No other engine code asks a tensor or a
-// device whether it is on the host.
+// device whether it is on the host, except StepClock::ForDevice, which MakeClock calls.
 #pragma once
 
 #include <ATen/core/Tensor.h>

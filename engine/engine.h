@@ -222,6 +222,9 @@ class Engine {
   comm::ProcessGroup* group_ = nullptr;
   torch::nn::Module* module_ = nullptr;
   // Before the parameters and the store, which hold blocks and regions of them.
+  // Of options_.device, chosen at Create; declared first so that it outlives the master state
+  // and the staging, which point at it.
+  std::unique_ptr<DeviceRuntime> runtime_;
   std::unique_ptr<offload::PinnedHostPool> host_pool_;
   std::unique_ptr<offload::SwapSpace> swap_;        // offload_optimizer nvme
   std::unique_ptr<offload::SwapSpace> param_swap_;  // offload_param nvme
@@ -248,8 +251,7 @@ class Engine {
   double last_grad_norm_ = 0;
   double lr_ = 0;
   uint64_t run_id_ = 0;
-  std::unique_ptr<DeviceRuntime> runtime_;  // of options_.device, chosen at Create
-  std::unique_ptr<StepClock> clock_;        // laps at each call's start and end, and inside Step
+  std::unique_ptr<StepClock> clock_;  // laps at each call's start and end, and inside Step
   // The engine's own copies between the device and host memory (the group counts its staging).
   mutable comm::HostDeviceCopies host_copies_;
 };

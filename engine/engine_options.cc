@@ -111,10 +111,9 @@ absl::Status ValidateEngineOptions(const EngineOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("a ShardedInit partitions for stage 3; this engine is stage ", o.stage));
   }
-  if (o.precision == Precision::kFloat16) {
-    if (absl::StatusOr<optim::LossScaler> s = optim::LossScaler::Create(o.fp16); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("fp16: ", s.status().message()));
-    }
+  // Checked whatever the precision, as the trainer always did: a bad value is still a mistake.
+  if (absl::StatusOr<optim::LossScaler> s = optim::LossScaler::Create(o.fp16); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("fp16: ", s.status().message()));
   }
   absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
       optim::MakeLrSchedule(o.lr_schedule);

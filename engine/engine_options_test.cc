@@ -85,8 +85,8 @@ TEST(ValidateEngineOptions, EachCheckNamesItsOptionAndValue) {
   o.precision = Precision::kFloat16;
   o.fp16.hysteresis = 0;
   ExpectRefused(o, bad, "fp16: hysteresis = 0 must be >= 1");
-  o.precision = Precision::kFloat32;  // the fp16 options are not used then
-  EXPECT_TRUE(ValidateEngineOptions(o).ok());
+  o.precision = Precision::kFloat32;  // unused then, and still a mistake
+  ExpectRefused(o, bad, "fp16: hysteresis = 0 must be >= 1");
 }
 
 TEST(ValidateEngineOptions, ASchedulesOwnChecksAndCycledMomentumWithoutBetas) {

@@ -119,7 +119,10 @@ absl::Status StepStaging::Publish() {
       // than piling up until Reset.
       const absl::Status w = f->ReadyFor(s.target.device(), timeout_);
       status.Update(w);
-      if (w.ok() && f->done()) continue;
+      if (w.ok() && f->done()) {
+        status.Update(f->Wait(timeout_));  // done: at once, with the copy's error if it failed
+        continue;
+      }
     }
     status.Update(f.status());
     retiring_.push_back(std::move(s));

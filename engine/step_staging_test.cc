@@ -18,10 +18,11 @@ namespace {
 
 struct FakeFence : offload::Fence::Impl {
   bool signalled = false;
+  absl::Status result;  // what the finished copy reports
   int orders = 0;
   bool done() override { return signalled; }
   absl::Status Wait(absl::Duration) override {
-    return signalled ? absl::OkStatus() : absl::DeadlineExceededError("copy still running");
+    return signalled ? result : absl::DeadlineExceededError("copy still running");
   }
   absl::Status OrderCurrentStream() override {
     ++orders;
@@ -36,11 +37,13 @@ class RecordingStream : public offload::TransferStream {
     copies.emplace_back(dst.device(), src.device());
     fences.push_back(std::make_shared<FakeFence>());
     fences.back()->signalled = signal_at_once;
+    fences.back()->result = copy_result;
     return offload::Fence(fences.back());
   }
   c10::Device device() const override { return c10::Device(c10::kMeta); }
 
   bool signal_at_once = true;
+  absl::Status copy_result;
   std::vector<std::pair<c10::Device, c10::Device>> copies;
   std::vector<std::shared_ptr<FakeFence>> fences;
 };
@@ -142,6 +145,23 @@ TEST(StepStagingTest, OutputsGoBackAndTheirBlocksWaitForTheCopies) {
   EXPECT_TRUE(staging.In(grads).ok());
   EXPECT_GT(pool.bytes_in_use(), leaked) << "the pending block was reused";
   EXPECT_TRUE(staging.Reset().ok());
+}
+
+// A copy to the device that has already finished frees its block at once, and if it failed,
+// Publish says so rather than dropping the error with the block.
+TEST(StepStagingTest, AFinishedCopyFreesItsBlockAndReportsItsError) {
+  Rig rig{c10::Device(c10::kCPU)};
+  auto& [pool, stream, counted, staging] = rig;
+  const at::Tensor params = at::empty({256}, at::TensorOptions().device(c10::kMeta));
+  ASSERT_TRUE(staging.Out(params).ok());
+  ASSERT_TRUE(staging.Publish().ok());
+  EXPECT_EQ(pool.bytes_in_use(), 0) << "a finished copy's block was kept";
+  ASSERT_TRUE(staging.Out(params).ok());
+  stream.copy_result = absl::InternalError("the copy failed");
+  const absl::Status failed = staging.Publish();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_NE(failed.message().find("the copy failed"), std::string::npos) << failed;
+  EXPECT_EQ(pool.bytes_in_use(), 0);
 }
 
 // Zeros where the optimizer writes nothing (padding), not what the pool block held.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -80,17 +81,19 @@ absl::Status CheckResume(const RunOptions& run, const models::ModelOptions& mode
   return absl::OkStatus();
 }
 
-// A name no other checker uses: the launchers of every node of a job check one shared path.
-std::string ProbeName() {
+// A template (mkstemp, mkdtemp) for a name no other checker uses: the launchers of every node of
+// a job check one shared path, and a probe left by a killed check (same host, pid reused in a
+// container) must not stand in the way.
+std::string ProbeTemplate(const fs::path& dir) {
   char host[256] = "";
   gethostname(host, sizeof(host) - 1);
-  return absl::StrCat(".zerotrain-write-probe-", host, "-", getpid());
+  return (dir / absl::StrCat(".zerotrain-write-probe-", host, "-", getpid(), "-XXXXXX")).string();
 }
 
 // Writes and removes a file in `dir`; 0 or the errno.
 int WriteProbeFile(const fs::path& dir) {
-  const fs::path probe = dir / ProbeName();
-  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  std::string probe = ProbeTemplate(dir);
+  const int fd = mkostemp(probe.data(), O_CLOEXEC);
   const int err = fd < 0 ? errno : (write(fd, "x", 1) == 1 ? 0 : errno);
   if (fd >= 0) {
     close(fd);
@@ -131,8 +134,8 @@ absl::Status CheckOutputDirWritable(const std::string& dir, const std::string& f
       return bad(absl::StrCat("cannot write in ", target.string(), ": ", std::strerror(err)));
     return absl::OkStatus();
   }
-  const fs::path probe_dir = existing / ProbeName();
-  if (mkdir(probe_dir.c_str(), 0700) != 0) {
+  std::string probe_dir = ProbeTemplate(existing);
+  if (mkdtemp(probe_dir.data()) == nullptr) {
     return bad(absl::StrCat("cannot create ", first_missing.string(), ": ", std::strerror(errno)));
   }
   const int err = WriteProbeFile(probe_dir);

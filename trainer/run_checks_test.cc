@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,25 @@ TEST(CheckOutputDirWritable, NamesFieldAndPathOfAFileInTheWay) {
   EXPECT_NE(s.message().find("csv_monitor.output_path"), std::string::npos) << s;
   EXPECT_NE(s.message().find((root / "plain").string() + " is not a directory"), std::string::npos)
       << s;
+}
+
+// A check killed half-way leaves its probe; a later one of the same host and pid (containers
+// reuse pids) must not trip over it, nor remove what is not its own.
+TEST(CheckOutputDirWritable, AProbeLeftBehindIsNoObstacle) {
+  const fs::path root = FreshDir("leftover");
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  const std::string stem =
+      std::string(".zerotrain-write-probe-") + host + "-" + std::to_string(getpid());
+  fs::create_directories(root / stem);
+  fs::create_directories(root / "existing");
+  std::ofstream(root / "existing" / (stem + "-000000")) << "x";
+  ASSERT_TRUE(CheckOutputDirWritable((root / "missing/run").string(), "run.output_dir").ok());
+  ASSERT_TRUE(CheckOutputDirWritable((root / "existing").string(), "run.output_dir").ok());
+  EXPECT_TRUE(fs::exists(root / stem));
+  EXPECT_TRUE(fs::exists(root / "existing" / (stem + "-000000")));
+  EXPECT_FALSE(fs::exists(root / "missing"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator()), 2);
 }
 
 // Each node's launcher checks the shared output directory before its ranks start; a check that

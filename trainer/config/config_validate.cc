@@ -275,7 +275,8 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
         " has no betas to cycle; OneCycle cycles only the lr"));
   }
   out.engine.lr_schedule = out.scheduler.options;  // the Engine steps it, as DeepSpeed's does
-  // What Engine::Create would refuse, refused here once, before any rank starts.
+  // The engine's checks that need no process group, once, before any rank starts (those of the
+  // device come with each rank's placement, PlaceRank, and again at Engine::Create).
   ZT_RETURN_IF_ERROR(engine::ValidateEngineOptions(out.engine));
   ZT_RETURN_IF_ERROR(ModelFromConfig(config, &out, warnings));
   ZT_RETURN_IF_ERROR(DataFromConfig(config, &out.data, &out.effective));
