@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -25,6 +26,7 @@
 #include "engine/test_models.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
+#include "tests/test_mode.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::engine {
@@ -548,8 +550,13 @@ TEST_P(CrashTest, LatestIsAlwaysLoadable) {
             << tags << " tag directories\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(KillAfterMs, CrashTest,
-                         ::testing::Values(700, 1100, 1350, 1500, 1730, 1910, 2200, 2450));
+// Kill times spread over the first saves; the short mode (tests/test_mode.h) keeps every other.
+std::vector<int> KillTimes() {
+  const std::vector<int> all = {700, 1100, 1350, 1500, 1730, 1910, 2200, 2450};
+  if (zerotrain::testing::FullTestMode()) return all;
+  return {all[0], all[2], all[4], all[6]};
+}
+INSTANTIATE_TEST_SUITE_P(KillAfterMs, CrashTest, ::testing::ValuesIn(KillTimes()));
 
 }  // namespace
 }  // namespace zerotrain::engine

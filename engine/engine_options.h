@@ -29,6 +29,18 @@ class ShardedInit;
 
 namespace zerotrain::engine {
 
+// The option structs EngineOptions is written in, named here too, so that an application
+// configures the engine through the engine's API alone, whichever library defines a struct.
+using offload::AioOptions;
+using offload::kIoAlignment;  // AioOptions::block_size is a multiple of it
+using optim::LRRangeTestOptions;
+using optim::LrScheduleOptions;
+using optim::OneCycleOptions;
+using optim::WarmupCosineLROptions;
+using optim::WarmupDecayLROptions;
+using optim::WarmupLROptions;
+using optim::WarmupType;
+
 enum class Precision { kFloat32, kBFloat16, kFloat16 };
 const char* PrecisionName(Precision p);
 
@@ -138,6 +150,9 @@ inline bool HasBetas(OptimizerKind kind) {
 // its rank); an app that validates its config once, before any rank starts, runs them too.
 // InvalidArgument naming the option and value (Unimplemented for a missing kernel).
 absl::Status ValidateEngineOptions(const EngineOptions& o);
+
+// The schedule's own checks, a part of ValidateEngineOptions: OK when Engine::Create can build it.
+absl::Status CheckLrSchedule(const LrScheduleOptions& schedule);
 
 // The optimizer Engine::Create steps: optimizer_factory's when set, else the built-in one of
 // `optimizer` from its options struct.

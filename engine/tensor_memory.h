@@ -7,7 +7,14 @@
 
 #include <cstdint>
 
+#include "offload/memory_roles.h"
+
 namespace zerotrain::engine {
+
+// The roles allocations are counted under, named here too, so that an application tags its own
+// allocations (the trainer's activations) through the engine's API alone.
+using offload::MemoryRole;
+using offload::MemoryRoleScope;
 
 // Wraps LibTorch's CPU allocator with a counting one, once per process (later calls do nothing).
 // Each allocation is also counted under the allocating thread's offload::MemoryRole

@@ -7,15 +7,10 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
-#include <functional>
-#include <string>
+
+#include "models/submodule_hook.h"
 
 namespace zerotrain::models {
-
-// Called with each submodule right after the model builds and initialises it, and its name in
-// the model ("h.0", "model.layers.3"): ZeRO stage 3's partitioned construction
-// (partition/sharded_init.h) partitions it there, after filling it from a checkpoint by name.
-using SubmoduleHook = std::function<void(const std::string& name, torch::nn::Module& submodule)>;
 
 class TrainerModel : public torch::nn::Module {
  public:

@@ -5,6 +5,10 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "models/causal_lm.h"
+#include "models/gpt.h"
+#include "models/llama.h"
+#include "models/resnet.h"
 
 namespace zerotrain::models {
 namespace {

@@ -10,12 +10,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "models/causal_lm.h"
-#include "models/gpt.h"
-#include "models/llama.h"
-#include "models/resnet.h"
+#include "models/gpt_options.h"
+#include "models/llama_options.h"
+#include "models/resnet_options.h"
+#include "models/submodule_hook.h"
 
 namespace zerotrain::models {
+
+class TrainerModel;  // causal_lm.h
 
 enum class ModelFamily {
   kGpt2,    // Gpt (gpt.h): learned positions, LayerNorm, GELU MLP, tied output

@@ -17,7 +17,6 @@
 #include "models/gpt.h"
 #include "models/model.h"
 #include "monitor/phase_memory.h"
-#include "offload/memory_roles.h"
 #include "tools/status_macros.h"
 #include "trainer/data/data_position.h"
 #include "trainer/data/load_dataset.h"
@@ -81,7 +80,7 @@ absl::Status Setup(Trainer& t) {
   absl::Status partitioned;
   models::SubmoduleHook after_submodule;
   t.phases->Enter(monitor::MemoryPhase::kConstruction);
-  offload::MemoryRoleScope parameters(offload::MemoryRole::kParameters);
+  engine::MemoryRoleScope parameters(engine::MemoryRole::kParameters);
   // Stage 3 partitions the model block by block as it is built: no rank holds all of it. With
   // init_from, rank 0 fills each block from the checkpoint first (the others only check it, so
   // all fail alike), and Partition's broadcast hands every rank its slices of those values.
@@ -174,7 +173,7 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
   const int64_t gas = t.engine->batch().gradient_accumulation_steps;
   for (int64_t micro = 0; micro < gas; ++micro) {
     at::Tensor loss;
-    offload::MemoryRoleScope activations(offload::MemoryRole::kActivations);
+    engine::MemoryRoleScope activations(engine::MemoryRole::kActivations);
     t.phases->Enter(monitor::MemoryPhase::kForward);
     try {
       const Batch batch = OnDevice(t, t.sampler->NextBatch(*t.data));
@@ -189,7 +188,7 @@ absl::StatusOr<double> TrainStep(Trainer& t) {
     t.phases->Enter(monitor::MemoryPhase::kBackward);
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kBackward, t.engine->Backward(loss)));
     t.phases->Enter(monitor::MemoryPhase::kStep);
-    offload::MemoryRoleScope other(offload::MemoryRole::kOther);
+    engine::MemoryRoleScope other(engine::MemoryRole::kOther);
     ZT_RETURN_IF_ERROR(InPhase(t, RunPhase::kStep, t.engine->Step()));
   }
   return loss_sum / static_cast<double>(gas);
@@ -202,7 +201,7 @@ absl::StatusOr<double> EvalLoss(Trainer& t) {
   double sum = 0;
   int64_t n = 0;
   t.phases->Enter(monitor::MemoryPhase::kEval);
-  offload::MemoryRoleScope activations(offload::MemoryRole::kActivations);
+  engine::MemoryRoleScope activations(engine::MemoryRole::kActivations);
   try {
     torch::NoGradGuard no_grad;
     t.model->eval();

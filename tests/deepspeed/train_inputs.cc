@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/state_dict_writer.h"
+#include "models/causal_lm.h"
 #include "models/model.h"
 #include "tools/status_macros.h"
 #include "trainer/data/sampler.h"

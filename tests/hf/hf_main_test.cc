@@ -16,6 +16,7 @@
 #include "hf/hf_config.h"
 #include "hf/hf_weights.h"
 #include "hf/safetensors.h"
+#include "models/causal_lm.h"
 #include "tests/hf/hf_reference.h"
 #include "trainer/main_runner.h"
 

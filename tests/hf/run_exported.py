@@ -9,6 +9,9 @@ from transformers import AutoModelForCausalLM
 
 
 def main(checkpoint, expected, out):
+    # One thread here and in make_models.py: the logits are compared bitwise, and how a matmul is
+    # split among threads (which a loaded machine can change from run to run) changes the sums.
+    torch.set_num_threads(1)
     tokens = load_file(expected)["tokens"]
     model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
     with torch.no_grad():

@@ -3,7 +3,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "offload/swap_file.h"
 #include "trainer/config/config_validate_sections.h"
 
 namespace zerotrain::trainer {
@@ -50,7 +49,7 @@ absl::Status CommsFromConfig(const CommsLoggerConfig& c, CommsLoggerOptions* out
 // aio → EngineOptions::offload_optimizer.aio, checked against what AsyncFileIO accepts (the swap
 // I/O of offload_optimizer.device "nvme"); checked whatever the device, as a bad value is still a
 // mistake.
-absl::Status AioFromConfig(const AioConfig& a, offload::AioOptions* out) {
+absl::Status AioFromConfig(const AioConfig& a, engine::AioOptions* out) {
   const std::pair<int64_t, const char*> sizes[] = {
       {a.block_size(), "aio.block_size"},
       {a.queue_depth(), "aio.queue_depth"},
@@ -61,10 +60,10 @@ absl::Status AioFromConfig(const AioConfig& a, offload::AioOptions* out) {
       return absl::InvalidArgumentError(absl::StrCat(name, " = ", value, ": must be positive"));
     }
   }
-  if (a.block_size() % offload::kIoAlignment != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("aio.block_size = ", a.block_size(), ": must be a multiple of ",
-                     offload::kIoAlignment, " bytes (the O_DIRECT unit)"));
+  if (a.block_size() % engine::kIoAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("aio.block_size = ", a.block_size(),
+                                                   ": must be a multiple of ", engine::kIoAlignment,
+                                                   " bytes (the O_DIRECT unit)"));
   }
   if (a.queue_depth() > 1024 || a.intra_op_parallelism() > 1024 ||
       a.queue_depth() * a.intra_op_parallelism() > 1024) {

@@ -49,9 +49,9 @@ std::vector<std::string> Allowed(const std::string& type) {
   return names;
 }
 
-absl::StatusOr<optim::WarmupType> WarmupTypeOf(const SchedulerParams& p) {
-  if (!p.has_warmup_type() || p.warmup_type() == "log") return optim::WarmupType::kLog;
-  if (p.warmup_type() == "linear") return optim::WarmupType::kLinear;
+absl::StatusOr<engine::WarmupType> WarmupTypeOf(const SchedulerParams& p) {
+  if (!p.has_warmup_type() || p.warmup_type() == "log") return engine::WarmupType::kLog;
+  if (p.warmup_type() == "linear") return engine::WarmupType::kLinear;
   return absl::InvalidArgumentError(absl::StrCat("scheduler.params.warmup_type = \"",
                                                  p.warmup_type(), "\": expected log or linear"));
 }
@@ -62,9 +62,9 @@ int64_t WarmupSteps(const SchedulerParams& p) { return std::max<int64_t>(2, p.wa
 
 // `default_max_lr`: WarmupLR warms up to the optimizer's lr when warmup_max_lr is left out
 // (its default is None in 0.19.8); WarmupDecayLR passes its own default, 0.001.
-absl::StatusOr<optim::WarmupLROptions> Warmup(const SchedulerParams& p, double default_max_lr,
-                                              SchedulerParams* e) {
-  optim::WarmupLROptions o;
+absl::StatusOr<engine::WarmupLROptions> Warmup(const SchedulerParams& p, double default_max_lr,
+                                               SchedulerParams* e) {
+  engine::WarmupLROptions o;
   if (p.has_warmup_min_lr()) o.warmup_min_lr = p.warmup_min_lr();
   o.warmup_max_lr = p.has_warmup_max_lr() ? p.warmup_max_lr() : default_max_lr;
   if (p.has_warmup_num_steps()) o.warmup_num_steps = WarmupSteps(p);
@@ -72,13 +72,13 @@ absl::StatusOr<optim::WarmupLROptions> Warmup(const SchedulerParams& p, double d
   e->set_warmup_min_lr(o.warmup_min_lr);
   e->set_warmup_max_lr(o.warmup_max_lr);
   e->set_warmup_num_steps(o.warmup_num_steps);
-  e->set_warmup_type(o.warmup_type == optim::WarmupType::kLog ? "log" : "linear");
+  e->set_warmup_type(o.warmup_type == engine::WarmupType::kLog ? "log" : "linear");
   return o;
 }
 
-absl::StatusOr<optim::WarmupCosineLROptions> Cosine(const SchedulerParams& p, double lr,
-                                                    int64_t steps, SchedulerParams* e) {
-  optim::WarmupCosineLROptions o;
+absl::StatusOr<engine::WarmupCosineLROptions> Cosine(const SchedulerParams& p, double lr,
+                                                     int64_t steps, SchedulerParams* e) {
+  engine::WarmupCosineLROptions o;
   o.lr = lr;
   o.total_num_steps = p.has_total_num_steps() ? p.total_num_steps() : steps;
   if (p.has_warmup_min_ratio()) o.warmup_min_ratio = p.warmup_min_ratio();
@@ -89,12 +89,12 @@ absl::StatusOr<optim::WarmupCosineLROptions> Cosine(const SchedulerParams& p, do
   e->set_warmup_min_ratio(o.warmup_min_ratio);
   e->set_warmup_num_steps(o.warmup_num_steps);
   e->set_cos_min_ratio(o.cos_min_ratio);
-  e->set_warmup_type(o.warmup_type == optim::WarmupType::kLog ? "log" : "linear");
+  e->set_warmup_type(o.warmup_type == engine::WarmupType::kLog ? "log" : "linear");
   return o;
 }
 
-optim::OneCycleOptions Cycle(const SchedulerParams& p, SchedulerParams* e) {
-  optim::OneCycleOptions o;
+engine::OneCycleOptions Cycle(const SchedulerParams& p, SchedulerParams* e) {
+  engine::OneCycleOptions o;
   // Each present field overrides the default; the effective section lists them all.
 #define ZT_ONE_CYCLE(name)               \
   if (p.has_##name()) o.name = p.name(); \
@@ -115,8 +115,8 @@ optim::OneCycleOptions Cycle(const SchedulerParams& p, SchedulerParams* e) {
   return o;
 }
 
-optim::LRRangeTestOptions RangeTest(const SchedulerParams& p, SchedulerParams* e) {
-  optim::LRRangeTestOptions o;
+engine::LRRangeTestOptions RangeTest(const SchedulerParams& p, SchedulerParams* e) {
+  engine::LRRangeTestOptions o;
   if (p.has_lr_range_test_min_lr()) o.lr_range_test_min_lr = p.lr_range_test_min_lr();
   if (p.has_lr_range_test_step_size()) o.lr_range_test_step_size = p.lr_range_test_step_size();
   if (p.has_lr_range_test_step_rate()) o.lr_range_test_step_rate = p.lr_range_test_step_rate();
@@ -176,8 +176,8 @@ absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& conf
   if (out.type == "WarmupLR") {
     ZT_ASSIGN_OR_RETURN(out.options, Warmup(p, optimizer_lr, e));
   } else if (out.type == "WarmupDecayLR") {
-    optim::WarmupDecayLROptions o;
-    ZT_ASSIGN_OR_RETURN(o.warmup, Warmup(p, optim::WarmupLROptions().warmup_max_lr, e));
+    engine::WarmupDecayLROptions o;
+    ZT_ASSIGN_OR_RETURN(o.warmup, Warmup(p, engine::WarmupLROptions().warmup_max_lr, e));
     o.total_num_steps = p.has_total_num_steps() ? p.total_num_steps() : run_steps;
     e->set_total_num_steps(o.total_num_steps);
     out.options = o;
@@ -188,10 +188,8 @@ absl::StatusOr<LrScheduleOptions> ScheduleFromConfig(const SchedulerConfig& conf
   } else {
     out.options = RangeTest(p, e);
   }
-  if (absl::StatusOr<std::unique_ptr<optim::LrSchedule>> made = optim::MakeLrSchedule(out.options);
-      !made.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scheduler (", out.type, "): ", made.status().message()));
+  if (const absl::Status s = engine::CheckLrSchedule(out.options); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler (", out.type, "): ", s.message()));
   }
   return out;
 }

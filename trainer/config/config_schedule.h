@@ -8,14 +8,14 @@
 #include <variant>
 
 #include "absl/status/statusor.h"
-#include "optim/lr_schedules.h"
+#include "engine/engine_options.h"
 #include "trainer/config/config.pb.h"
 
 namespace zerotrain::trainer {
 
 struct LrScheduleOptions {
-  std::string type;                  // DeepSpeed's spelling ("WarmupDecayLR"); empty = constant lr
-  optim::LrScheduleOptions options;  // the Engine's EngineOptions::lr_schedule
+  std::string type;                   // DeepSpeed's spelling ("WarmupDecayLR"); empty = constant lr
+  engine::LrScheduleOptions options;  // the Engine's EngineOptions::lr_schedule
 };
 
 // `optimizer_lr` is WarmupCosineLR's base lr and WarmupLR's default warmup_max_lr; `run_steps` is

@@ -265,7 +265,7 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
                       ScheduleFromConfig(config.scheduler(), engine::BuiltInLr(out.engine),
                                          out.run.steps, out.effective.mutable_scheduler()));
   if (!config.has_scheduler()) out.effective.clear_scheduler();
-  if (auto* cycle = std::get_if<optim::OneCycleOptions>(&out.scheduler.options);
+  if (auto* cycle = std::get_if<engine::OneCycleOptions>(&out.scheduler.options);
       cycle != nullptr && cycle->cycle_momentum && !engine::HasBetas(out.engine.optimizer)) {
     // DeepSpeed does the same for an optimizer without betas, with a warning.
     cycle->cycle_momentum = false;
