@@ -14,6 +14,7 @@
 #include "hf/hf_config.h"
 #include "hf/hf_weights.h"
 #include "hf/safetensors.h"
+#include "models/causal_lm.h"
 #include "models/model.h"
 
 namespace {
