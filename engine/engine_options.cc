@@ -115,11 +115,12 @@ absl::Status ValidateEngineOptions(const EngineOptions& o) {
   if (absl::StatusOr<optim::LossScaler> s = optim::LossScaler::Create(o.fp16); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("fp16: ", s.status().message()));
   }
-  if (absl::Status s = CheckLrSchedule(o.lr_schedule); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("lr_schedule: ", s.message()));
+  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
+      optim::MakeLrSchedule(o.lr_schedule);
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("lr_schedule: ", schedule.status().message()));
   }
-  if (std::holds_alternative<OneCycleOptions>(o.lr_schedule) &&
-      std::get<OneCycleOptions>(o.lr_schedule).cycle_momentum && !o.optimizer_factory &&
+  if (*schedule != nullptr && (*schedule)->Momentum(0).has_value() && !o.optimizer_factory &&
       !HasBetas(o.optimizer)) {
     return absl::InvalidArgumentError(
         absl::StrCat("lr_schedule cycles momentum (OneCycle's cycle_momentum), but ",
