@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -102,23 +103,6 @@ std::string JobId(const LaunchOptions& o) {
   if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, 5, "host");
   std::random_device random;
   return absl::StrCat(host, "-", getpid(), "-", absl::Hex(random(), absl::kZeroPad8));
-}
-
-// `text` as the inside of a JSON string.
-std::string JsonEscaped(absl::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      absl::StrAppend(&out, "\\u", absl::Hex(u, absl::kZeroPad4));
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 bool EchoesPeerFailure(const std::string& message) {
@@ -357,8 +341,10 @@ void ReportRankError(const std::string& message) {
   // as the failure's root cause.
   if (const char* path = std::getenv("TORCHELASTIC_ERROR_FILE"); path != nullptr) {
     std::ofstream out(path, std::ios::trunc);
-    out << "{\"message\": \"" << JsonEscaped(absl::StrCat("zerotrain: ", message))
-        << "\", \"timestamp\": " << std::time(nullptr) << "}\n";
+    const nlohmann::json report = {{"message", absl::StrCat("zerotrain: ", message)},
+                                   {"timestamp", std::time(nullptr)}};
+    // A message may quote bytes that are not UTF-8 (a path); torchrun must read it whatever.
+    out << report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
 }
 

@@ -4,19 +4,21 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "checkpoint/json_value.h"
 #include "hf/safetensors.h"
+#include "json/json_fields.h"
+#include "json/strict_json.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::hf {
 namespace {
 
 namespace fs = std::filesystem;
-using checkpoint::JsonValue;
+using json::Json;
 
 bool IsFile(const fs::path& p) {
   std::error_code ec;
@@ -34,9 +36,9 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
 // The value config.json has for `key`, or `fallback` when the key is absent or null (Hugging
 // Face writes null for "the default").
 template <typename T, typename Get>
-absl::StatusOr<T> Optional(const JsonValue& config, const char* key, T fallback, Get get) {
-  const JsonValue* v = config.Find(key);
-  if (v == nullptr || v->is_null()) return fallback;
+absl::StatusOr<T> Optional(const Json& config, const char* key, T fallback, Get get) {
+  const auto v = config.find(key);
+  if (v == config.end() || v->is_null()) return fallback;
   return get(config, key);
 }
 
@@ -45,70 +47,66 @@ absl::Status Unsupported(const std::string& what, const char* key, const std::st
   return absl::InvalidArgumentError(absl::StrCat(what, ": \"", key, "\" is ", value, ": ", why));
 }
 
-absl::Status ParseGpt2(const JsonValue& c, const std::string& what, models::ModelOptions* o) {
+absl::Status ParseGpt2(const Json& c, const std::string& what, models::ModelOptions* o) {
   o->family = models::ModelFamily::kGpt2;
-  ZT_ASSIGN_OR_RETURN(o->vocab_size, checkpoint::GetInt(c, "vocab_size"));
-  ZT_ASSIGN_OR_RETURN(o->block_size, checkpoint::GetInt(c, "n_positions"));
-  ZT_ASSIGN_OR_RETURN(o->n_embd, checkpoint::GetInt(c, "n_embd"));
-  ZT_ASSIGN_OR_RETURN(o->n_layer, checkpoint::GetInt(c, "n_layer"));
-  ZT_ASSIGN_OR_RETURN(o->n_head, checkpoint::GetInt(c, "n_head"));
-  ZT_ASSIGN_OR_RETURN(
-      const std::string act,
-      Optional<std::string>(c, "activation_function", "gelu_new", checkpoint::GetString));
+  ZT_ASSIGN_OR_RETURN(o->vocab_size, json::GetInt(c, "vocab_size"));
+  ZT_ASSIGN_OR_RETURN(o->block_size, json::GetInt(c, "n_positions"));
+  ZT_ASSIGN_OR_RETURN(o->n_embd, json::GetInt(c, "n_embd"));
+  ZT_ASSIGN_OR_RETURN(o->n_layer, json::GetInt(c, "n_layer"));
+  ZT_ASSIGN_OR_RETURN(o->n_head, json::GetInt(c, "n_head"));
+  ZT_ASSIGN_OR_RETURN(const std::string act,
+                      Optional<std::string>(c, "activation_function", "gelu_new", json::GetString));
   if (act != "gelu_new" && act != "gelu" && act != "gelu_pytorch_tanh") {
     return Unsupported(what, "activation_function", "\"" + act + "\"",
                        "the GPT-2 family has gelu_new, gelu_pytorch_tanh and gelu");
   }
   o->gelu_tanh = act != "gelu";
   ZT_ASSIGN_OR_RETURN(const int64_t inner,
-                      Optional<int64_t>(c, "n_inner", 4 * o->n_embd, checkpoint::GetInt));
+                      Optional<int64_t>(c, "n_inner", 4 * o->n_embd, json::GetInt));
   if (inner != 4 * o->n_embd) {
     return Unsupported(what, "n_inner", absl::StrCat(inner),
                        "the GPT-2 family's MLP is 4 x n_embd");
   }
   ZT_ASSIGN_OR_RETURN(const double eps,
-                      Optional<double>(c, "layer_norm_epsilon", 1e-5, checkpoint::GetDouble));
+                      Optional<double>(c, "layer_norm_epsilon", 1e-5, json::GetDouble));
   if (eps != 1e-5) {
     return Unsupported(what, "layer_norm_epsilon", absl::StrCat(eps),
                        "the GPT-2 family uses 1e-05");
   }
   ZT_ASSIGN_OR_RETURN(const bool tied,
-                      Optional<bool>(c, "tie_word_embeddings", true, checkpoint::GetBool));
+                      Optional<bool>(c, "tie_word_embeddings", true, json::GetBool));
   if (!tied) return Unsupported(what, "tie_word_embeddings", "false", "GPT-2's output is tied");
   return absl::OkStatus();
 }
 
-absl::Status ParseLlama(const JsonValue& c, const std::string& what, models::ModelOptions* o) {
+absl::Status ParseLlama(const Json& c, const std::string& what, models::ModelOptions* o) {
   o->family = models::ModelFamily::kLlama;
-  ZT_ASSIGN_OR_RETURN(o->vocab_size, checkpoint::GetInt(c, "vocab_size"));
-  ZT_ASSIGN_OR_RETURN(o->block_size, checkpoint::GetInt(c, "max_position_embeddings"));
-  ZT_ASSIGN_OR_RETURN(o->n_embd, checkpoint::GetInt(c, "hidden_size"));
-  ZT_ASSIGN_OR_RETURN(o->n_layer, checkpoint::GetInt(c, "num_hidden_layers"));
-  ZT_ASSIGN_OR_RETURN(o->n_head, checkpoint::GetInt(c, "num_attention_heads"));
+  ZT_ASSIGN_OR_RETURN(o->vocab_size, json::GetInt(c, "vocab_size"));
+  ZT_ASSIGN_OR_RETURN(o->block_size, json::GetInt(c, "max_position_embeddings"));
+  ZT_ASSIGN_OR_RETURN(o->n_embd, json::GetInt(c, "hidden_size"));
+  ZT_ASSIGN_OR_RETURN(o->n_layer, json::GetInt(c, "num_hidden_layers"));
+  ZT_ASSIGN_OR_RETURN(o->n_head, json::GetInt(c, "num_attention_heads"));
   ZT_ASSIGN_OR_RETURN(o->n_kv_head,
-                      Optional<int64_t>(c, "num_key_value_heads", o->n_head, checkpoint::GetInt));
-  ZT_ASSIGN_OR_RETURN(o->intermediate_size, checkpoint::GetInt(c, "intermediate_size"));
-  ZT_ASSIGN_OR_RETURN(o->rope_theta,
-                      Optional<double>(c, "rope_theta", 10000.0, checkpoint::GetDouble));
-  ZT_ASSIGN_OR_RETURN(o->rms_norm_eps,
-                      Optional<double>(c, "rms_norm_eps", 1e-6, checkpoint::GetDouble));
+                      Optional<int64_t>(c, "num_key_value_heads", o->n_head, json::GetInt));
+  ZT_ASSIGN_OR_RETURN(o->intermediate_size, json::GetInt(c, "intermediate_size"));
+  ZT_ASSIGN_OR_RETURN(o->rope_theta, Optional<double>(c, "rope_theta", 10000.0, json::GetDouble));
+  ZT_ASSIGN_OR_RETURN(o->rms_norm_eps, Optional<double>(c, "rms_norm_eps", 1e-6, json::GetDouble));
   ZT_ASSIGN_OR_RETURN(o->tie_word_embeddings,
-                      Optional<bool>(c, "tie_word_embeddings", false, checkpoint::GetBool));
+                      Optional<bool>(c, "tie_word_embeddings", false, json::GetBool));
   ZT_ASSIGN_OR_RETURN(const std::string act,
-                      Optional<std::string>(c, "hidden_act", "silu", checkpoint::GetString));
+                      Optional<std::string>(c, "hidden_act", "silu", json::GetString));
   if (act != "silu") return Unsupported(what, "hidden_act", "\"" + act + "\"", "Llama's is silu");
   for (const char* key : {"attention_bias", "mlp_bias"}) {
-    ZT_ASSIGN_OR_RETURN(const bool bias, Optional<bool>(c, key, false, checkpoint::GetBool));
+    ZT_ASSIGN_OR_RETURN(const bool bias, Optional<bool>(c, key, false, json::GetBool));
     if (bias) return Unsupported(what, key, "true", "the Llama family here has no biases");
   }
-  if (const JsonValue* rs = c.Find("rope_scaling"); rs != nullptr && !rs->is_null()) {
-    return Unsupported(what, "rope_scaling", checkpoint::WriteJson(*rs, 0),
+  if (const auto rs = c.find("rope_scaling"); rs != c.end() && !rs->is_null()) {
+    return Unsupported(what, "rope_scaling", json::Write(*rs, 0),
                        "scaled rotary embeddings (Llama 3.1's) are not implemented");
   }
   if (o->n_head > 0 && o->n_embd % o->n_head == 0) {
-    ZT_ASSIGN_OR_RETURN(
-        const int64_t head_dim,
-        Optional<int64_t>(c, "head_dim", o->n_embd / o->n_head, checkpoint::GetInt));
+    ZT_ASSIGN_OR_RETURN(const int64_t head_dim,
+                        Optional<int64_t>(c, "head_dim", o->n_embd / o->n_head, json::GetInt));
     if (head_dim != o->n_embd / o->n_head) {
       return Unsupported(
           what, "head_dim", absl::StrCat(head_dim),
@@ -164,8 +162,8 @@ absl::StatusOr<HfCheckpointFiles> FindHfCheckpoint(const std::string& path) {
 
 absl::Status ParseHfConfig(const std::string& text, const std::string& what,
                            models::ModelOptions* options) {
-  ZT_ASSIGN_OR_RETURN(const JsonValue config, checkpoint::ParseJson(text, what));
-  absl::StatusOr<std::string> type = checkpoint::GetString(config, "model_type");
+  ZT_ASSIGN_OR_RETURN(const Json config, json::ParseStrict(text, what));
+  absl::StatusOr<std::string> type = json::GetString(config, "model_type");
   if (!type.ok()) return WithPrefix(type.status(), what + ": ");
   models::ModelOptions parsed = *options;
   absl::Status s;

@@ -2,71 +2,71 @@
 #include "hf/hf_export.h"
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/atomic_file.h"
-#include "checkpoint/json_value.h"
 #include "hf/safetensors.h"
+#include "json/json_fields.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::hf {
 namespace {
 
-using checkpoint::JsonValue;
+using json::Json;
 
-JsonValue Gpt2Config(const models::ModelOptions& o) {
-  JsonValue c = JsonValue::MakeObject();
-  c.Add("architectures", JsonValue::MakeArray({JsonValue::String("GPT2LMHeadModel")}));
-  c.Add("model_type", JsonValue::String("gpt2"));
-  c.Add("vocab_size", JsonValue::Int(o.vocab_size));
-  c.Add("n_positions", JsonValue::Int(o.block_size));
-  c.Add("n_ctx", JsonValue::Int(o.block_size));
-  c.Add("n_embd", JsonValue::Int(o.n_embd));
-  c.Add("n_layer", JsonValue::Int(o.n_layer));
-  c.Add("n_head", JsonValue::Int(o.n_head));
-  c.Add("n_inner", JsonValue());
+Json Gpt2Config(const models::ModelOptions& o) {
+  Json c = Json::object();
+  c["architectures"] = Json::array({"GPT2LMHeadModel"});
+  c["model_type"] = "gpt2";
+  c["vocab_size"] = o.vocab_size;
+  c["n_positions"] = o.block_size;
+  c["n_ctx"] = o.block_size;
+  c["n_embd"] = o.n_embd;
+  c["n_layer"] = o.n_layer;
+  c["n_head"] = o.n_head;
+  c["n_inner"] = nullptr;
   // transformers' "gelu" is the exact (erf) form, "gelu_new" the tanh approximation.
-  c.Add("activation_function", JsonValue::String(o.gelu_tanh ? "gelu_new" : "gelu"));
-  c.Add("layer_norm_epsilon", JsonValue::Double(1e-5));
+  c["activation_function"] = o.gelu_tanh ? "gelu_new" : "gelu";
+  c["layer_norm_epsilon"] = 1e-5;
   for (const char* dropout : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) {
-    c.Add(dropout, JsonValue::Double(o.dropout));
+    c[dropout] = o.dropout;
   }
-  c.Add("tie_word_embeddings", JsonValue::Bool(true));
+  c["tie_word_embeddings"] = true;
   return c;
 }
 
-JsonValue LlamaConfig(const models::ModelOptions& o) {
-  JsonValue c = JsonValue::MakeObject();
-  c.Add("architectures", JsonValue::MakeArray({JsonValue::String("LlamaForCausalLM")}));
-  c.Add("model_type", JsonValue::String("llama"));
-  c.Add("vocab_size", JsonValue::Int(o.vocab_size));
-  c.Add("max_position_embeddings", JsonValue::Int(o.block_size));
-  c.Add("hidden_size", JsonValue::Int(o.n_embd));
-  c.Add("intermediate_size",
-        JsonValue::Int(o.intermediate_size > 0 ? o.intermediate_size
-                                               : models::LlamaDefaultIntermediateSize(o.n_embd)));
-  c.Add("num_hidden_layers", JsonValue::Int(o.n_layer));
-  c.Add("num_attention_heads", JsonValue::Int(o.n_head));
-  c.Add("num_key_value_heads", JsonValue::Int(o.n_kv_head > 0 ? o.n_kv_head : o.n_head));
-  c.Add("head_dim", JsonValue::Int(o.n_embd / o.n_head));
-  c.Add("hidden_act", JsonValue::String("silu"));
-  c.Add("rms_norm_eps", JsonValue::Double(o.rms_norm_eps));
-  c.Add("rope_theta", JsonValue::Double(o.rope_theta));
-  c.Add("rope_scaling", JsonValue());
-  c.Add("attention_bias", JsonValue::Bool(false));
-  c.Add("mlp_bias", JsonValue::Bool(false));
-  c.Add("tie_word_embeddings", JsonValue::Bool(o.tie_word_embeddings));
+Json LlamaConfig(const models::ModelOptions& o) {
+  Json c = Json::object();
+  c["architectures"] = Json::array({"LlamaForCausalLM"});
+  c["model_type"] = "llama";
+  c["vocab_size"] = o.vocab_size;
+  c["max_position_embeddings"] = o.block_size;
+  c["hidden_size"] = o.n_embd;
+  c["intermediate_size"] = o.intermediate_size > 0 ? o.intermediate_size
+                                                   : models::LlamaDefaultIntermediateSize(o.n_embd);
+  c["num_hidden_layers"] = o.n_layer;
+  c["num_attention_heads"] = o.n_head;
+  c["num_key_value_heads"] = o.n_kv_head > 0 ? o.n_kv_head : o.n_head;
+  c["head_dim"] = o.n_embd / o.n_head;
+  c["hidden_act"] = "silu";
+  c["rms_norm_eps"] = o.rms_norm_eps;
+  c["rope_theta"] = o.rope_theta;
+  c["rope_scaling"] = nullptr;
+  c["attention_bias"] = false;
+  c["mlp_bias"] = false;
+  c["tie_word_embeddings"] = o.tie_word_embeddings;
   return c;
 }
 
 }  // namespace
 
 std::string HfConfigJson(const models::ModelOptions& options) {
-  JsonValue c =
+  Json c =
       options.family == models::ModelFamily::kLlama ? LlamaConfig(options) : Gpt2Config(options);
-  c.Add("torch_dtype", JsonValue::String("float32"));
-  return checkpoint::WriteJson(c, 2) + "\n";
+  c["torch_dtype"] = "float32";
+  return json::Write(c, 2) + "\n";
 }
 
 std::pair<std::string, bool> HfNameOf(const models::ModelOptions& options,

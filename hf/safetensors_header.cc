@@ -2,22 +2,23 @@
 // is a pread at an offset it gave. What it accepts is what the Python library accepts, except that
 // gaps between tensors and bytes after the last one are allowed.
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "absl/strings/str_join.h"
-#include "checkpoint/json_value.h"
 #include "checkpoint/little_endian.h"
 #include "hf/safetensors.h"
 #include "hf/safetensors_format.h"
+#include "json/json_fields.h"
+#include "json/strict_json.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::hf {
-using checkpoint::GetIntArray;
 using checkpoint::GetLittleEndian;
-using checkpoint::GetString;
-using checkpoint::JsonKindName;
-using checkpoint::JsonValue;
-using checkpoint::ParseJson;
+using json::GetIntArray;
+using json::GetString;
+using json::Json;
+using json::KindName;
 
 namespace {
 
@@ -55,9 +56,9 @@ absl::StatusOr<std::string> ReadHeaderText(const ReadOnlyFile& file, const std::
   return text;
 }
 
-absl::Status ParseTensorFields(const JsonValue& entry, SafetensorsTensorInfo* info) {
-  if (entry.kind() != JsonValue::Kind::kObject) {
-    return absl::DataLossError(absl::StrCat("is ", JsonKindName(entry), ", expected an object"));
+absl::Status ParseTensorFields(const Json& entry, SafetensorsTensorInfo* info) {
+  if (!entry.is_object()) {
+    return absl::DataLossError(absl::StrCat("is ", KindName(entry), ", expected an object"));
   }
   ZT_ASSIGN_OR_RETURN(const std::string dtype_name, GetString(entry, "dtype"));
   const safetensors_format::Dtype* dtype = safetensors_format::FindDtype(dtype_name);
@@ -92,16 +93,16 @@ absl::Status ParseTensorFields(const JsonValue& entry, SafetensorsTensorInfo* in
   return absl::OkStatus();
 }
 
-absl::Status ParseMetadata(const JsonValue& value, std::map<std::string, std::string>* metadata) {
-  if (value.kind() != JsonValue::Kind::kObject) {
-    return absl::DataLossError(absl::StrCat("is ", JsonKindName(value), ", expected an object"));
+absl::Status ParseMetadata(const Json& value, std::map<std::string, std::string>* metadata) {
+  if (!value.is_object()) {
+    return absl::DataLossError(absl::StrCat("is ", KindName(value), ", expected an object"));
   }
-  for (const auto& [key, v] : value.object()) {
-    if (v.kind() != JsonValue::Kind::kString) {
+  for (const auto& [key, v] : value.get_ref<const Json::object_t&>()) {
+    if (!v.is_string()) {
       return absl::DataLossError(
-          absl::StrCat("key \"", key, "\" is ", JsonKindName(v), ", expected a string"));
+          absl::StrCat("key \"", key, "\" is ", KindName(v), ", expected a string"));
     }
-    (*metadata)[key] = v.string_value();
+    (*metadata)[key] = v.get<std::string>();
   }
   return absl::OkStatus();
 }
@@ -144,17 +145,17 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
   ZT_ASSIGN_OR_RETURN(const ReadOnlyFile file, ReadOnlyFile::Open(path));
   ZT_ASSIGN_OR_RETURN(const std::string text, ReadHeaderText(file, path));
   ZT_ASSIGN_OR_RETURN(const int64_t file_size, file.Size());
-  absl::StatusOr<JsonValue> json =
-      ParseJson(text, absl::StrCat("safetensors file ", path, ": header"));
-  if (!json.ok()) return absl::DataLossError(json.status().message());
-  if (json->kind() != JsonValue::Kind::kObject) {
+  absl::StatusOr<Json> parsed =
+      json::ParseStrict(text, absl::StrCat("safetensors file ", path, ": header"));
+  if (!parsed.ok()) return absl::DataLossError(parsed.status().message());
+  if (!parsed->is_object()) {
     return FileError(absl::StatusCode::kDataLoss, path,
-                     absl::StrCat("header is ", JsonKindName(*json), ", expected a JSON object"));
+                     absl::StrCat("header is ", KindName(*parsed), ", expected a JSON object"));
   }
   SafetensorsHeader header;
   header.path = path;
   header.data_start = 8 + static_cast<int64_t>(text.size());
-  for (const auto& [key, value] : json->object()) {
+  for (const auto& [key, value] : parsed->get_ref<const Json::object_t&>()) {
     if (key == "__metadata__") {
       const absl::Status s = ParseMetadata(value, &header.metadata);
       if (!s.ok()) {

@@ -1,23 +1,22 @@
 // Sharded safetensors checkpoints as transformers writes them (safetensors.h): the index file
 // model.safetensors.index.json maps each tensor to the shard file holding it.
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/atomic_file.h"
-#include "checkpoint/json_value.h"
 #include "hf/safetensors.h"
 #include "hf/safetensors_format.h"
+#include "json/json_fields.h"
+#include "json/strict_json.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::hf {
-using checkpoint::GetObject;
-using checkpoint::JsonKindName;
-using checkpoint::JsonValue;
-using checkpoint::ParseJson;
 using checkpoint::ReadWholeFile;
 using checkpoint::WriteFileAtomically;
-using checkpoint::WriteJson;
+using json::Json;
+using json::KindName;
 
 namespace {
 
@@ -72,32 +71,33 @@ std::vector<std::vector<std::pair<std::string, at::Tensor>>> SplitIntoShards(
 absl::StatusOr<std::map<std::string, std::string>> ReadSafetensorsIndex(
     const std::string& index_json_path) {
   ZT_ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(index_json_path));
-  absl::StatusOr<JsonValue> index =
-      ParseJson(text, absl::StrCat("safetensors index ", index_json_path));
+  absl::StatusOr<Json> index =
+      json::ParseStrict(text, absl::StrCat("safetensors index ", index_json_path));
   if (!index.ok()) return absl::DataLossError(index.status().message());
-  if (index->kind() != JsonValue::Kind::kObject) {
+  if (!index->is_object()) {
     return IndexError(index_json_path,
-                      absl::StrCat("is ", JsonKindName(*index), ", expected a JSON object"));
+                      absl::StrCat("is ", KindName(*index), ", expected a JSON object"));
   }
-  if (index->Find("metadata") != nullptr) {
-    const absl::Status s = GetObject(*index, "metadata").status();
+  if (index->contains("metadata")) {
+    const absl::Status s = json::GetObject(*index, "metadata").status();
     if (!s.ok()) return IndexError(index_json_path, s.message());
   }
-  const absl::StatusOr<const JsonValue::Object*> weight_map = GetObject(*index, "weight_map");
+  const absl::StatusOr<const Json*> weight_map = json::GetObject(*index, "weight_map");
   if (!weight_map.ok()) return IndexError(index_json_path, weight_map.status().message());
   const std::string dir = DirectoryPrefix(index_json_path);
   std::map<std::string, std::string> shard_of;
-  for (const auto& [tensor, file] : **weight_map) {
-    if (file.kind() != JsonValue::Kind::kString) {
+  for (const auto& [tensor, file] : (*weight_map)->get_ref<const Json::object_t&>()) {
+    if (!file.is_string()) {
       return IndexError(index_json_path, absl::StrCat("weight_map key \"", tensor, "\" is ",
-                                                      JsonKindName(file), ", expected a string"));
+                                                      KindName(file), ", expected a string"));
     }
-    if (!IsSafeRelativePath(file.string_value())) {
+    const std::string& name = file.get_ref<const std::string&>();
+    if (!IsSafeRelativePath(name)) {
       return IndexError(index_json_path,
-                        absl::StrCat("weight_map key \"", tensor, "\": shard file \"",
-                                     file.string_value(), "\" is not a path inside its directory"));
+                        absl::StrCat("weight_map key \"", tensor, "\": shard file \"", name,
+                                     "\" is not a path inside its directory"));
     }
-    shard_of[tensor] = dir + file.string_value();
+    shard_of[tensor] = dir + name;
   }
   return shard_of;
 }
@@ -123,7 +123,7 @@ absl::StatusOr<std::vector<std::string>> WriteShardedSafetensors(
     return std::vector<std::string>{prefix + "model.safetensors"};
   }
   std::vector<std::string> written;
-  JsonValue weight_map = JsonValue::MakeObject();
+  Json weight_map = Json::object();
   std::map<std::string, std::string> file_of;  // sorted, as json.dumps(sort_keys=True) writes
   int64_t total_bytes = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -136,14 +136,14 @@ absl::StatusOr<std::vector<std::string>> WriteShardedSafetensors(
       total_bytes += tensor.nbytes();
     }
   }
-  for (const auto& [name, file] : file_of) weight_map.Add(name, JsonValue::String(file));
-  JsonValue index_metadata = JsonValue::MakeObject();
-  index_metadata.Add("total_size", JsonValue::Int(total_bytes));
-  JsonValue index = JsonValue::MakeObject();
-  index.Add("metadata", std::move(index_metadata));
-  index.Add("weight_map", std::move(weight_map));
+  for (const auto& [name, file] : file_of) {
+    weight_map.get_ref<Json::object_t&>().emplace_back(name, file);  // keys unique: a map's
+  }
+  Json index = Json::object();
+  index["metadata"] = {{"total_size", total_bytes}};
+  index["weight_map"] = std::move(weight_map);
   written.push_back(prefix + kIndexName);
-  ZT_RETURN_IF_ERROR(WriteFileAtomically(written.back(), WriteJson(index, 2) + "\n"));
+  ZT_RETURN_IF_ERROR(WriteFileAtomically(written.back(), json::Write(index, 2) + "\n"));
   return written;
 }
 

@@ -5,22 +5,22 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
 #include "checkpoint/atomic_file.h"
-#include "checkpoint/json_value.h"
 #include "checkpoint/little_endian.h"
 #include "hf/safetensors.h"
 #include "hf/safetensors_format.h"
+#include "json/json_fields.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::hf {
 using checkpoint::AtomicFileWriter;
-using checkpoint::IsValidUtf8;
-using checkpoint::JsonValue;
 using checkpoint::PutLittleEndian;
-using checkpoint::WriteJson;
+using json::IsValidUtf8;
+using json::Json;
 
 namespace {
 
@@ -71,29 +71,25 @@ absl::StatusOr<std::vector<PlannedTensor>> PlanTensors(
 // The 8-byte length and the compact JSON header, padded with spaces to a multiple of 8.
 std::string EncodeHeader(const std::vector<PlannedTensor>& plan,
                          const std::map<std::string, std::string>& metadata) {
-  JsonValue header = JsonValue::MakeObject();
-  if (!metadata.empty()) {
-    JsonValue entries = JsonValue::MakeObject();
-    for (const auto& [key, value] : metadata) entries.Add(key, JsonValue::String(value));
-    header.Add("__metadata__", std::move(entries));
-  }
+  Json header = Json::object();
+  // Names were checked unique before; appending skips ordered_json's search per insert, which
+  // would make a header of many tensors quadratic.
+  auto& members = header.get_ref<Json::object_t&>();
+  if (!metadata.empty()) members.emplace_back("__metadata__", Json(metadata));
   int64_t offset = 0;
   for (const PlannedTensor& t : plan) {
-    JsonValue shape = JsonValue::MakeArray();
-    for (const int64_t dim : t.tensor->sizes()) shape.Append(JsonValue::Int(dim));
-    JsonValue info = JsonValue::MakeObject();
-    info.Add("dtype", JsonValue::String(t.dtype->name));
-    info.Add("shape", std::move(shape));
-    info.Add("data_offsets",
-             JsonValue::MakeArray({JsonValue::Int(offset), JsonValue::Int(offset + t.bytes)}));
-    header.Add(*t.name, std::move(info));
+    Json info = Json::object();
+    info["dtype"] = t.dtype->name;
+    info["shape"] = t.tensor->sizes().vec();
+    info["data_offsets"] = {offset, offset + t.bytes};
+    members.emplace_back(*t.name, std::move(info));
     offset += t.bytes;
   }
-  std::string json = WriteJson(header, 0);
-  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string text = json::Write(header, 0);
+  text.append((8 - text.size() % 8) % 8, ' ');
   std::string encoded;
-  PutLittleEndian(&encoded, json.size(), 8);
-  return encoded + json;
+  PutLittleEndian(&encoded, text.size(), 8);
+  return encoded + text;
 }
 
 absl::Status AppendTensorData(const std::string& path, const PlannedTensor& t,

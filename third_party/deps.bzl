@@ -16,6 +16,7 @@ _DEBIAN_LIBRARIES = {
     "debian_googletest": (["libgtest-dev", "libgmock-dev"], "googletest.BUILD", "+~-"),
     "debian_benchmark": (["libbenchmark-dev"], "benchmark.BUILD", "+~-"),
     "debian_sentencepiece": (["libsentencepiece-dev", "sentencepiece"], "sentencepiece.BUILD", "+~-"),
+    "debian_nlohmann_json": (["nlohmann-json3-dev"], "nlohmann_json.BUILD", "+~-"),
 }
 
 def zerotrain_dependencies():

@@ -17,6 +17,7 @@ APT_PACKAGES=(
   libabsl-dev libgoogle-glog-dev libgflags-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece  # SentencePiece tokenizers; its CLI is the tests' reference
+  nlohmann-json3-dev                  # JSON (//json), header-only
   clang-format-14
   python3-dev  # DeepSpeed (the test oracle) compiles its CPU communication op against Python.h
   iproute2     # ip netns / tc for //tests/multinode:multinode_test's two "machines"
@@ -118,7 +119,7 @@ check_versions() {
   have[protobuf-compiler]=$(protoc --version 2>/dev/null | awk '{print $2}')
   have[libabsl-dev]=$(deb_version libabsl-dev '.+~-')
   for p in libgoogle-glog-dev libgflags-dev libprotobuf-dev libgtest-dev libgmock-dev libbenchmark-dev \
-    libsentencepiece-dev sentencepiece clang-format-14 openmpi-bin slurmd munge; do
+    libsentencepiece-dev sentencepiece nlohmann-json3-dev clang-format-14 openmpi-bin slurmd munge; do
     have[$p]=$(deb_version "$p" '+~-')
   done
   have[python]=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')

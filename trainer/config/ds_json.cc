@@ -1,11 +1,13 @@
-// ds_config.json → TrainerConfigProto (see ds_json.h). The JSON is first read as a
-// google.protobuf.Value, rewritten (deprecated keys) and checked field by field against the
-// descriptor (types, integral numbers, "auto", unknown keys); the cleaned tree then goes through
-// protobuf's own JSON parser, which fills the message.
+// ds_config.json → TrainerConfigProto (see ds_json.h). The JSON is first read strictly
+// (json/strict_json.h) into a google.protobuf.Value, rewritten (deprecated keys) and checked field
+// by field against the descriptor (types, integral numbers, "auto", unknown keys); the cleaned tree
+// then goes through protobuf's own JSON parser, which fills the message.
 #include "trainer/config/ds_json.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -14,11 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "json/strict_json.h"
 #include "tools/status_macros.h"
 #include "trainer/config/ds_json_compat.h"
 #include "trainer/config/ds_keys.h"
 #include "trainer/config/field_names.h"
-#include "trainer/config/json_syntax.h"
 
 namespace zerotrain::trainer {
 namespace {
@@ -65,6 +67,30 @@ absl::StatusOr<Value> IntegerValue(const WalkState& s, const std::string& path,
   if (d < lo || d > hi) return FieldError(s, path, absl::StrCat(d, " is out of range"));
   out.set_string_value(absl::StrFormat("%.0f", d));
   return out;
+}
+
+// The strict parse's tree as the google.protobuf.Value the walk below reads; numbers become
+// doubles, as protobuf's own JSON reader makes them.
+Value ToProtoValue(const json::Json& j) {
+  Value v;
+  if (j.is_null()) {
+    v.set_null_value(google::protobuf::NULL_VALUE);
+  } else if (j.is_boolean()) {
+    v.set_bool_value(j.get<bool>());
+  } else if (j.is_number()) {
+    v.set_number_value(j.get<double>());
+  } else if (j.is_string()) {
+    v.set_string_value(j.get<std::string>());
+  } else if (j.is_array()) {
+    auto* list = v.mutable_list_value();
+    for (const json::Json& element : j) *list->add_values() = ToProtoValue(element);
+  } else {
+    auto* fields = v.mutable_struct_value()->mutable_fields();
+    for (const auto& [key, value] : j.get_ref<const json::Json::object_t&>()) {
+      (*fields)[key] = ToProtoValue(value);
+    }
+  }
+  return v;
 }
 
 absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, const Struct& in,
@@ -144,14 +170,9 @@ absl::Status Walk(WalkState* s, const std::string& prefix, const Descriptor* d, 
 
 }  // namespace
 
-absl::StatusOr<DsJson> ParseDsJson(const std::string& json, const std::string& file) {
-  ZT_RETURN_IF_ERROR(CheckJsonSyntax(json, file));
-  Value root;
-  auto parsed = google::protobuf::util::JsonStringToMessage(json, &root);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": not valid JSON: ", ProtobufMessage(parsed)));
-  }
+absl::StatusOr<DsJson> ParseDsJson(const std::string& text, const std::string& file) {
+  ZT_ASSIGN_OR_RETURN(const json::Json parsed, json::ParseStrict(text, file));
+  Value root = ToProtoValue(parsed);
   if (!root.has_struct_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": expected a JSON object at the top level, got ", JsonText(root)));
@@ -170,9 +191,9 @@ absl::StatusOr<DsJson> ParseDsJson(const std::string& json, const std::string& f
   }
   result.auto_fields = std::move(state.auto_fields);
 
-  std::string text;
-  auto status = google::protobuf::util::MessageToJsonString(clean, &text);
-  if (status.ok()) status = google::protobuf::util::JsonStringToMessage(text, &result.config);
+  std::string clean_text;
+  auto status = google::protobuf::util::MessageToJsonString(clean, &clean_text);
+  if (status.ok()) status = google::protobuf::util::JsonStringToMessage(clean_text, &result.config);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": ", ProtobufMessage(status)));
   }

@@ -1,7 +1,7 @@
 // ParseDsJson: reads a DeepSpeed ds_config.json into TrainerConfigProto. The JSON is walked once
 // against the proto's descriptor before protobuf's JSON parser sees it, so that what DeepSpeed
 // accepts is accepted here too: 5e8 in integer fields, "auto", deprecated spellings, and keys we
-// do not know (dropped, listed in one warning). The JSON itself must be strict (json_syntax.h:
+// do not know (dropped, listed in one warning). The JSON itself must be strict (json/strict_json.h:
 // no trailing commas, comments, NaN or duplicate keys). docs/CONFIG.md describes the rules.
 #pragma once
 
