@@ -4,7 +4,8 @@
 // ProcessGroupGloo, in one run. Prints a markdown table.
 //   bazel run -c opt //comm:comm_bench [-- --max_mib=256 --worlds=2,4]
 // Started without rank variables it launches the ranks itself (comm/launcher.h).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 

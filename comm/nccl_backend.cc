@@ -6,7 +6,8 @@
 // the timeout or NCCL reports an error, even if nobody waits on the host: the abort ends the stuck
 // kernels, so neither the device streams nor a host blocked behind them hang (peers stuck in the
 // same op end through their own timeouts). Not yet run on a GPU (docs/ENGINE.md).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>

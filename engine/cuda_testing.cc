@@ -4,7 +4,6 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
 
 #include <chrono>
 

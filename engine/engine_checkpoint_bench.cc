@@ -6,7 +6,7 @@
 // Before each read the files are dropped from the page cache (fsync, then
 // posix_fadvise(DONTNEED)), so both reads come from the disk; both writes include fsync.
 #include <fcntl.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/transformercoder.h>
 #include <unistd.h>
 
 #include <chrono>

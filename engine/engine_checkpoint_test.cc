@@ -12,7 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adamw.h>
 
 #include <filesystem>
 #include <fstream>

@@ -4,8 +4,8 @@
 // trained parameters.
 #include <spawn.h>
 #include <sys/wait.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/serialize.h>
-#include <torch/torch.h>
 
 #include <cstdlib>
 #include <fstream>

@@ -4,7 +4,7 @@
 // the parameters (fp32, bitwise) of the same model trained without checkpointing, on 1 and 2
 // ranks, with dropout, overlapping reductions and buckets smaller than a block; at stage 3 the
 // recomputation gathers the blocks' parameters again inside backward.
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
 
 #include <memory>
 #include <string>

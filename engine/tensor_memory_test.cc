@@ -5,7 +5,11 @@
 // gives back a freed buffer the counter's cache kept.
 #include "engine/tensor_memory.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/CPUAllocator.h>
 #include <unistd.h>
 

@@ -2,7 +2,11 @@
 // tests.
 #include "engine/test_models.h"
 
-#include <torch/torch.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"

@@ -8,7 +8,7 @@
 //                                              --no_overflow_check]
 // Started without rank variables it launches the ranks itself (this binary, one process each,
 // OMP_NUM_THREADS=1 unless set, as torchrun does).
-#include <torch/torch.h>
+#include <torch/nn/modules/transformercoder.h>
 
 #include <algorithm>
 #include <chrono>

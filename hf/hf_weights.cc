@@ -3,8 +3,8 @@
 // copied; then each tensor is read and copied in turn.
 #include "hf/hf_weights.h"
 
+#include <torch/nn/module.h>
 #include <torch/serialize.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>

@@ -2,7 +2,7 @@
 #include "models/generate.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 #include <vector>
 

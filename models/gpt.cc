@@ -1,7 +1,13 @@
 // The GPT module: options checks, the parameter-count formula and the forward pass.
 #include "models/gpt.h"
 
-#include <torch/torch.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 
 #include <cmath>
 #include <vector>

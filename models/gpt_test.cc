@@ -6,7 +6,7 @@
 #include "models/gpt.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
 
 #include <cmath>
 #include <map>

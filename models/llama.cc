@@ -3,7 +3,10 @@
 // order of floating-point operations could change a logit.
 #include "models/llama.h"
 
-#include <torch/torch.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
 
 #include <string>
 #include <utility>

@@ -1,7 +1,14 @@
 // The ResNet module (resnet.h): torchvision's layout, initialisation and names.
 #include "models/resnet.h"
 
-#include <torch/torch.h>
+#include <torch/nn/functional/batchnorm.h>
+#include <torch/nn/functional/pooling.h>
+#include <torch/nn/init.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
 
 #include <memory>
 #include <string>

@@ -2,7 +2,7 @@
 // rise by at least a tensor's nbytes while it lives and the peak keeps it after it is freed.
 #include "monitor/device_memory_stats.h"
 
-#include <torch/torch.h>
+#include <torch/cuda.h>
 
 #include "gtest/gtest.h"
 

@@ -2,7 +2,7 @@
 // copy waits for an event recorded on the caller's current stream, runs on a stream from
 // LibTorch's pool, and records an event its Fence polls, so a host wait is bounded by its timeout.
 // Not yet run on a GPU (docs/OFFLOAD.md).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>

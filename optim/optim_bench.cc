@@ -8,7 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
-#include <torch/optim.h>
+#include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <chrono>

@@ -4,7 +4,7 @@
 // dtypes.
 #include "partition/flat_params.h"
 
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
 
 #include "gtest/gtest.h"
 

@@ -7,7 +7,7 @@
 #include <ATen/DeviceAccelerator.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <torch/torch.h>
+#include <torch/autograd.h>
 
 #include <algorithm>
 #include <chrono>

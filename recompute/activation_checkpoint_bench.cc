@@ -6,7 +6,7 @@
 // busy with other work slows both alike.
 //   bazel run -c opt //recompute:activation_checkpoint_bench [-- --steps=7 --threads=1 --dim=256
 //       --heads=8 --layers=12 --seq=128 --batch=8]
-#include <torch/torch.h>
+#include <torch/nn/modules/transformerlayer.h>
 
 #include <algorithm>
 #include <chrono>

@@ -5,7 +5,9 @@
 #include "recompute/activation_checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/transformerlayer.h>
 
 #include <stdexcept>
 #include <string>

@@ -2,7 +2,8 @@
 #include "recompute/checkpoint_testing.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
 
 namespace zerotrain::recompute::testing {
 

@@ -1,7 +1,7 @@
 // --generate and --export_hf (model_tool.h).
 #include "trainer/model_tool.h"
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 #include <cstdio>
 #include <map>

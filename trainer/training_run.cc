@@ -1,7 +1,7 @@
 // The training loop of //trainer:main (see training_run.h); what it prints lives in run_report.cc.
 #include "trainer/training_run.h"
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 #include <string.h>
 

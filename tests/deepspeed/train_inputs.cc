@@ -4,7 +4,7 @@
 // first step disagrees and says so.
 #include "tests/deepspeed/train_inputs.h"
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 #include <fstream>
 #include <vector>

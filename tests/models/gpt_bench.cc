@@ -3,7 +3,8 @@
 // Usage: gpt_bench [n_layer n_embd n_head batch block]...  (no arguments: a built-in list)
 //        gpt_bench train STEPS BATCH LR   (the default model on the embedded corpus with AdamW,
 //                                          printing the loss: how many steps the run needs)
-#include <torch/torch.h>
+#include <torch/optim/adamw.h>
+#include <torch/utils.h>
 
 #include <chrono>
 #include <cstdio>

@@ -1,7 +1,8 @@
 // The GPT learns: a few AdamW steps on the embedded corpus lower the loss on held-out text; and
 // the sampler continues a prompt deterministically with printable text.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/optim/adamw.h>
+#include <torch/utils.h>
 
 #include "models/generate.h"
 #include "models/gpt.h"

@@ -4,7 +4,7 @@
 // the ranks) and averages their gradients; the frozen weights never move. Mixed parameter shapes
 // (4-d convolutions, 1-d BatchNorm, 2-d fc) and BatchNorm buffers ride along.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/optim/sgd.h>
 
 #include "absl/strings/str_cat.h"
 #include "comm/comm.h"

@@ -1,7 +1,7 @@
 // Reading CIFAR-10 records and gathering normalised image batches (image_dataset.h).
 #include "trainer/data/image_dataset.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <fstream>
 #include <iterator>

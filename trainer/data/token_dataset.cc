@@ -1,7 +1,7 @@
 // Reading the token stream, checking it, splitting it and gathering windows into batches.
 #include "trainer/data/token_dataset.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cerrno>
 #include <cstdio>
