@@ -28,13 +28,14 @@ tsan_targets=(
 
 run_asan() {
   echo "sanitize: ASan+UBSan over $*"
-  bazel test --config=asan "$@"
+  # Only the tests and what they run: the benches in these packages add compiles, not checks.
+  bazel test --config=asan --build_tests_only "$@"
 }
 
 run_tsan() {
   echo "sanitize: TSan over ${tsan_targets[*]}"
   # Tests run in the exec root (spawn_strategy=local), so an absolute path reaches them.
-  bazel test --config=tsan \
+  bazel test --config=tsan --build_tests_only \
     --test_env=TSAN_OPTIONS="suppressions=$PWD/tools/sanitizers/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
     "${tsan_targets[@]}"
 }
