@@ -182,6 +182,11 @@ absl::StatusOr<Json> ParseStrict(absl::string_view text, const std::string& file
     return absl::InvalidArgumentError(
         FormatSyntaxError(text, file, 0, "a byte order mark (JSON text is UTF-8 without one)"));
   }
+  // nlohmann's lexer takes a NUL byte for the end of the input and would accept what follows.
+  if (const size_t nul = text.find('\0'); nul != absl::string_view::npos) {
+    return absl::InvalidArgumentError(FormatSyntaxError(
+        text, file, nul, "a NUL byte (JSON text has none; inside a string, write \\u0000)"));
+  }
   size_t read = 0;
   Builder builder(text, file, &read);
   const CountingIterator begin(text.data(), &read);

@@ -43,23 +43,32 @@ absl::string_view WordAt(absl::string_view text, size_t at) {
   return text.substr(at, end - at);
 }
 
-// Where the offending token starts. nlohmann's lexer restarts its token text only at strings,
-// numbers and true/false/null, so its "last token" measures those; a bracket, comma, colon or
-// stray byte is the last byte read, and a misspelt word is the run of letters ending there.
+// Where the offending token starts. nlohmann's lexer restarts its token text only at strings and
+// numbers, so its "last token" measures those; true/false/null are their own length, a bracket,
+// comma, colon or stray byte is the last byte read, and a misspelt word is the run of letters
+// ending there (or just before it: "tru}" stops at the '}').
 size_t TokenStart(absl::string_view text, const ParseFailure& f) {
   const size_t stop = std::min(f.position, text.size());
   const size_t last = stop > 0 ? stop - 1 : 0;
   const absl::string_view d = f.detail;
+  const auto is_alnum = [&](size_t i) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(text[i]));
+  };
+  if (absl::StartsWith(d, "invalid literal")) {
+    const size_t end = f.position > text.size() ? text.size() : last + (is_alnum(last) ? 1 : 0);
+    size_t start = end;
+    while (start > 0 && is_alnum(start - 1)) --start;
+    return start < end ? start : last;
+  }
+  if (absl::StartsWith(d, "unexpected true literal") ||
+      absl::StartsWith(d, "unexpected null literal")) {
+    return stop >= 4 ? stop - 4 : 0;
+  }
+  if (absl::StartsWith(d, "unexpected false literal")) return stop >= 5 ? stop - 5 : 0;
   const bool measured = absl::StartsWith(d, "invalid string") ||
                         absl::StartsWith(d, "invalid number") || f.id == 406 ||
-                        absl::StrContains(d.substr(0, d.find(';')), " literal");
-  if (absl::StartsWith(d, "invalid literal")) {
-    size_t start = f.position > text.size() ? text.size() : last;
-    while (start > 0 && absl::ascii_isalnum(static_cast<unsigned char>(text[start - 1]))) --start;
-    return f.position > text.size() || absl::ascii_isalnum(static_cast<unsigned char>(text[last]))
-               ? start
-               : last;
-  }
+                        absl::StartsWith(d, "unexpected string literal") ||
+                        absl::StartsWith(d, "unexpected number literal");
   if (measured) return stop >= f.token_size ? stop - f.token_size : 0;
   if (absl::StartsWith(d, "unexpected end of input")) return text.size();
   return last;
