@@ -93,11 +93,10 @@ class Builder {
     return false;
   }
   // Places `value` where the parser is (the root, the next element, the pending key's value).
-  Json* Put(Json value, bool* ok);
+  Json* Place(Json value);
   bool Put(Json value) {
-    bool ok = true;
-    Put(std::move(value), &ok);
-    return ok;
+    Place(std::move(value));
+    return true;
   }
   bool Open(Json container);
   bool Close() {
@@ -113,8 +112,7 @@ class Builder {
   absl::Status error_;
 };
 
-Json* Builder::Put(Json value, bool* ok) {
-  *ok = true;
+Json* Builder::Place(Json value) {
   if (levels_.empty()) {
     root_ = std::move(value);
     return &root_;
@@ -135,10 +133,8 @@ bool Builder::Open(Json container) {
   if (levels_.size() >= static_cast<size_t>(kMaxDepth)) {
     return Fail(start, absl::StrCat("nested deeper than ", kMaxDepth, " levels"));
   }
-  bool ok = true;
-  Json* placed = Put(std::move(container), &ok);
-  levels_.push_back(Level{placed, start, {}, {}});
-  return ok;
+  levels_.push_back(Level{Place(std::move(container)), start, {}, {}});
+  return true;
 }
 
 bool Builder::key(std::string& key) {
