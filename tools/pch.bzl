@@ -1,17 +1,20 @@
-# cc_precompiled_header: a GCC precompiled header of LibTorch's heaviest headers, for the targets
-# whose sources parse them. Parsing <torch/nn/module.h> costs about 11 s per file on this 2-core
-# machine and a third of the cold build's compile time went there (docs/BENCHMARKS.md); loading the
-# precompiled form costs about 3 s.
+# cc_precompiled_header: a GCC precompiled header of the headers most of our files parse
+# (LibTorch's tensor or module API, Abseil, googletest), for tools/cc.bzl's rules to include first.
+# Parsing <torch/nn/module.h> costs about 11 s per file on this 2-core machine, <ATen/core/Tensor.h>
+# 1.5 s, gtest and Abseil's status and string headers about 1.5 s more; loading their precompiled
+# form costs a fraction of that (docs/BENCHMARKS.md, "Build time").
 #
-# The rule copies `hdr` to <name>.h in its output folder and compiles that, as C++, to
-# <name>.h.gch beside it, with the C++ toolchain's own command line for this configuration (its
-# --copt/--cxxopt, PIC, and the include paths and defines of `deps`), so the header is valid for
-# every compile of this configuration (fastbuild, the sanitizers', --config=cuda) and the disk
-# cache keeps one per configuration. A dependent adds `-include <package>/<name>.h` to its copts
-# (torch_pch_copts below): GCC, looking for that file along the quote include path, finds the
-# .gch first in the output folder and loads it; where it cannot use it (another configuration's
-# flags), it reads the header's text instead, so a mismatch costs time, never correctness. No
-# source file of that name may exist, or the compiler would find it in the source tree first.
+# The rule writes <name>.h (one #include per entry of `includes`) in its output folder and
+# compiles it, as C++, to <name>.h.gch beside it, with the C++ toolchain's own command line for
+# this configuration (its --copt/--cxxopt, PIC, and the include paths and defines of `deps`), so
+# the header is valid for every compile of this configuration (fastbuild, the sanitizers',
+# --config=cuda) and the disk cache keeps one per configuration. A dependent adds
+# `-include <package>/<name>.h` to its copts (tools/cc.bzl does): GCC, looking for that file along
+# the quote include path, finds the .gch first in the output folder and loads it; where it cannot
+# use it (another configuration's flags), it reads the header's text instead, so a mismatch costs
+# time, never correctness, and -Winvalid-pch (.bazelrc) says so. No source file of that name may
+# exist, or the compiler would find it in the source tree first. Only libraries' headers belong
+# in `includes`: a header of ours would make every change to it rebuild every dependent.
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 
@@ -28,7 +31,10 @@ def _cc_precompiled_header_impl(ctx):
     deps_info = cc_common.merge_cc_infos(cc_infos = [d[CcInfo] for d in ctx.attr.deps])
     deps = deps_info.compilation_context
     header = ctx.actions.declare_file(ctx.label.name + ".h")
-    ctx.actions.symlink(output = header, target_file = ctx.file.hdr)
+    ctx.actions.write(
+        output = header,
+        content = "".join(["#include %s\n" % h for h in ctx.attr.includes]),
+    )
     gch = ctx.actions.declare_file(ctx.label.name + ".h.gch")
     variables = cc_common.create_compile_variables(
         feature_configuration = features,
@@ -58,10 +64,10 @@ def _cc_precompiled_header_impl(ctx):
             action_name = _CPP_COMPILE,
             variables = variables,
         ),
-        inputs = depset([header, ctx.file.hdr], transitive = [deps.headers, cc_toolchain.all_files]),
+        inputs = depset([header], transitive = [deps.headers, cc_toolchain.all_files]),
         outputs = [gch],
         mnemonic = "CppPch",
-        progress_message = "Precompiling %s" % ctx.file.hdr.short_path,
+        progress_message = "Precompiling %s" % header.short_path,
     )
     own = cc_common.create_compilation_context(headers = depset([header, gch]))
     return [
@@ -72,7 +78,7 @@ def _cc_precompiled_header_impl(ctx):
 cc_precompiled_header = rule(
     implementation = _cc_precompiled_header_impl,
     attrs = {
-        "hdr": attr.label(allow_single_file = True, mandatory = True),
+        "includes": attr.string_list(mandatory = True),
         "deps": attr.label_list(providers = [CcInfo]),
         "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
     },
@@ -80,6 +86,3 @@ cc_precompiled_header = rule(
     toolchains = ["@bazel_tools//tools/cpp:toolchain_type"],
     incompatible_use_toolchain_transition = True,
 )
-
-# What a target that depends on //tools:torch_pch adds to its copts.
-TORCH_PCH_COPTS = ["-include", "tools/torch_pch.h"]

@@ -1,0 +1,57 @@
+# cc_library, cc_test and cc_binary as zerotrain's BUILD files use them: Bazel's own rules, each
+# compile starting from a precompiled header of what its file would parse anyway (tools/pch.bzl),
+# which cuts a cold build's compile time by about a third (docs/BENCHMARKS.md, "Build time").
+#
+# A BUILD file loads these three names from here in place of the built-in ones; the attributes are
+# Bazel's, plus `pch`, which says which header a target's sources start from:
+#   "auto"      (the default) "tensor" when the target depends on @libtorch//:torch_cpu itself,
+#               else "base" when it depends on //third_party:absl or is a test, else "none" (a
+#               header brings its libraries along as deps, and a target keeps the ones it chose);
+#   "base"      the C++ library and Abseil's status and string headers;
+#   "tensor"    base and <ATen/core/Tensor.h>;
+#   "torch_nn"  tensor and <torch/nn/module.h>, for the files that build or walk modules (11 s to
+#               parse, about 3 s to load precompiled);
+#   "none"      nothing (a target whose flags differ from the configuration's, so the header could
+#               not be used).
+# A cc_test's header adds googletest. A target whose deps hold a select() says its `pch`: the
+# choice reads the deps list, and a select() cannot be read while the BUILD file loads.
+
+_TORCH_CPU = "@libtorch//:torch_cpu"
+_ABSL = "//third_party:absl"
+
+def _pch_target(rule_kind, name, pch, srcs, deps):
+    if type(srcs) == "list" and not [s for s in srcs if s.endswith(".cc")]:
+        return None
+    if pch == "auto":
+        if type(deps) != "list":
+            fail("%s %s: deps holds a select(), so name the precompiled header it starts from: " %
+                 (rule_kind, name) + 'pch = "base", "tensor", "torch_nn" or "none" (tools/cc.bzl)')
+        if _TORCH_CPU in deps:
+            pch = "tensor"
+        elif _ABSL in deps or rule_kind == "cc_test":
+            pch = "base"
+        else:
+            pch = "none"
+    if pch == "none":
+        return None
+    if pch not in ("base", "tensor", "torch_nn"):
+        fail('%s %s: pch = "%s" is none of "auto", "base", "tensor", "torch_nn", "none"' %
+             (rule_kind, name, pch))
+    return "//tools:pch_" + pch + ("_gtest" if rule_kind == "cc_test" else "")
+
+def _with_pch(rule, rule_kind, name, pch, kwargs):
+    target = _pch_target(rule_kind, name, pch, kwargs.get("srcs", []), kwargs.get("deps", []))
+    if target:
+        header = Label(target).package + "/" + Label(target).name + ".h"
+        kwargs["copts"] = ["-include", header] + kwargs.get("copts", [])
+        kwargs["deps"] = [target] + kwargs.get("deps", [])
+    rule(name = name, **kwargs)
+
+def cc_library(name, pch = "auto", **kwargs):
+    _with_pch(native.cc_library, "cc_library", name, pch, kwargs)
+
+def cc_test(name, pch = "auto", **kwargs):
+    _with_pch(native.cc_test, "cc_test", name, pch, kwargs)
+
+def cc_binary(name, pch = "auto", **kwargs):
+    _with_pch(native.cc_binary, "cc_binary", name, pch, kwargs)
