@@ -5,7 +5,8 @@
 # every dependency the doc does not draw, and every top-level package the block leaves out.
 # A drawing nobody checks drifts the first time a dependency is added for convenience; this is
 # what keeps the one-way layering visible. Not a Bazel test: `bazel query` needs the server a test
-# would run under. CI runs it after the formatting check (.ci/run).
+# would run under. CI runs it after the formatting check (.ci/run). It also fails naming every C++
+# target that a BUILD file declares with Bazel's own rules instead of tools/cc.bzl's.
 #
 # Usage: bash tools/check_architecture.sh [ARCHITECTURE.md]   (default docs/ARCHITECTURE.md)
 set -euo pipefail
@@ -78,8 +79,21 @@ while read -r pkg; do
   fi
 done < <(sed -n 's#^\([^/][^/]*\).*#\1#p' "$work/all_packages" | sort -u)
 
+# Every C++ rule of ours comes from tools/cc.bzl (or a macro of tools/ built on Bazel's rules), so
+# that each compile starts from a precompiled header: a BUILD file that calls Bazel's own
+# cc_library silently compiles its files at several times the cost.
+query --output=build "kind('cc_(library|test|binary) rule', //... except //third_party/...)" |
+  awk '/^# \// { if (at != "" && !made) print at; at = $2; made = 0 }
+       /^  generator_function = / { made = 1 }
+       END { if (at != "" && !made) print at }' | sed "s#^$PWD/##" >"$work/native"
+while read -r at; do
+  echo "check_architecture: $at is Bazel's own C++ rule; load cc_library, cc_test and" \
+    "cc_binary from //tools:cc.bzl in its BUILD file (tools/README.md)"
+  problems=$((problems + 1))
+done <"$work/native"
+
 if ((problems > 0)); then
-  echo "check_architecture: $problems difference(s) between $doc and the BUILD files"
+  echo "check_architecture: $problems problem(s) in $doc's arrows or the BUILD files"
   exit 1
 fi
 echo "check_architecture: $doc's package arrows match the BUILD files" \

@@ -50,6 +50,8 @@ start_cluster() {
     --pid-file="$CLUSTER/munged.pid" --log-file="$CLUSTER/munged.log" \
     --seed-file="$CLUSTER/munge/seed" 2>"$CLUSTER/munged.err" ||
     fail "munged did not start: $(cat "$CLUSTER/munged.err" "$CLUSTER/munged.log" 2>/dev/null | tail -n 3)"
+  # The node's CPUs from getconf, not nproc: nproc honours OMP_NUM_THREADS (1 under bazel test),
+  # and a node of one CPU would leave the two tasks pending until the timeout.
   cat >"$CLUSTER/slurm.conf" <<EOF
 ClusterName=zerotrain-test
 SlurmctldHost=localhost(127.0.0.1)
@@ -77,7 +79,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 FirstJobId=$((1000 + RANDOM))
 KillWait=10
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$(getconf _NPROCESSORS_ONLN) State=UNKNOWN
 PartitionName=zt Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
   export SLURM_CONF="$CLUSTER/slurm.conf"
