@@ -50,8 +50,9 @@ start_cluster() {
     --pid-file="$CLUSTER/munged.pid" --log-file="$CLUSTER/munged.log" \
     --seed-file="$CLUSTER/munge/seed" 2>"$CLUSTER/munged.err" ||
     fail "munged did not start: $(cat "$CLUSTER/munged.err" "$CLUSTER/munged.log" 2>/dev/null | tail -n 3)"
-  # The node's CPUs from getconf, not nproc: nproc honours OMP_NUM_THREADS (1 under bazel test),
-  # and a node of one CPU would leave the two tasks pending until the timeout.
+  # The node's CPUs from getconf, not nproc: nproc honours OMP_NUM_THREADS, which a shell that
+  # starts ranks often sets to 1, and a node of one CPU leaves the two tasks pending until the
+  # timeout.
   cat >"$CLUSTER/slurm.conf" <<EOF
 ClusterName=zerotrain-test
 SlurmctldHost=localhost(127.0.0.1)
