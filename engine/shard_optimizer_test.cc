@@ -41,7 +41,9 @@ TEST(ShardOptimizer, AdamBetasSetBetweenStepsTakeEffect) {
   std::vector<ScalarAdamW> want = {{1.0}, {-2.0}, {0.5}};
   const double betas[3][2] = {{0.9, 0.999}, {0.85, 0.99}, {0.8, 0.95}};
   for (int t = 1; t <= 3; ++t) {
-    if (t > 1) ASSERT_TRUE(adam->set_betas(betas[t - 1][0], betas[t - 1][1]).ok());
+    if (t > 1) {
+      ASSERT_TRUE(adam->set_betas(betas[t - 1][0], betas[t - 1][1]).ok());
+    }
     ASSERT_TRUE(adam->Step(t, 1.0, shard, {&seg, 1}).ok());
     for (int i = 0; i < 3; ++i) {
       want[i].Step(t, grads[i], o.lr, betas[t - 1][0], betas[t - 1][1], o.eps, o.weight_decay);

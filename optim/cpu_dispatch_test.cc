@@ -28,14 +28,18 @@ TEST(CpuDispatchTest, AutoTakesTheWidestSupportedPath) {
   absl::StatusOr<SimdPath> path = ResolveSimdPath(SimdPath::kAuto);
   ASSERT_TRUE(path.ok());
   EXPECT_EQ(*path, paths.back());
-  if (CpuSupports(SimdPath::kAvx512)) EXPECT_EQ(*path, SimdPath::kAvx512);
+  if (CpuSupports(SimdPath::kAvx512)) {
+    EXPECT_EQ(*path, SimdPath::kAvx512);
+  }
 }
 
 TEST(CpuDispatchTest, EnvironmentOverridesAuto) {
   ScopedEnv env("scalar");
   EXPECT_EQ(*ResolveSimdPath(SimdPath::kAuto), SimdPath::kScalar);
   // An explicit request in the options wins over the environment.
-  if (CpuSupports(SimdPath::kAvx2)) EXPECT_EQ(*ResolveSimdPath(SimdPath::kAvx2), SimdPath::kAvx2);
+  if (CpuSupports(SimdPath::kAvx2)) {
+    EXPECT_EQ(*ResolveSimdPath(SimdPath::kAvx2), SimdPath::kAvx2);
+  }
 }
 
 TEST(CpuDispatchTest, BadEnvironmentValueIsAnError) {
@@ -50,7 +54,9 @@ TEST(CpuDispatchTest, ForcingAnUnsupportedPathFails) {
   for (SimdPath p : {SimdPath::kAvx2, SimdPath::kAvx512}) {
     absl::StatusOr<SimdPath> path = ResolveSimdPath(p);
     EXPECT_EQ(path.ok(), CpuSupports(p)) << SimdPathName(p);
-    if (!path.ok()) EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition);
+    if (!path.ok()) {
+      EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition);
+    }
   }
 }
 
