@@ -1,6 +1,7 @@
 # cc_library, cc_test and cc_binary as zerotrain's BUILD files use them: Bazel's own rules, each
 # compile starting from a precompiled header of what its file would parse anyway (tools/pch.bzl),
-# which cuts a cold build's compile time by about a third (docs/BENCHMARKS.md, "Build time").
+# which halves a typical test file's compile (docs/BENCHMARKS.md, "Every compile from a
+# precompiled header").
 #
 # A BUILD file loads these three names from here in place of the built-in ones; the attributes are
 # Bazel's, plus `pch`, which says which header a target's sources start from:
@@ -13,6 +14,7 @@
 #               parse, about 3 s to load precompiled);
 #   "none"      nothing (a target whose flags differ from the configuration's, so the header could
 #               not be used).
+# The flavours' headers are listed once, in tools/BUILD (PCH_FLAVOURS).
 # A cc_test's header adds googletest. A target whose deps hold a select() says its `pch`: the
 # choice reads the deps list, and a select() cannot be read while the BUILD file loads.
 
