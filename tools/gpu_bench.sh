@@ -14,7 +14,9 @@
 # longer fit are listed as not run; GPU_BENCH_ROWS (a regex over row tags) runs a subset. `bash
 # tools/gpu_bench.sh smoke` runs the same script here on the CPU with a tiny GPT and the peer over
 # gloo (after `bazel build //trainer:main`): it checks the script, its configs and its parsing,
-# and its figures mean nothing.
+# and its figures mean nothing. Smoke runs three rows by default, which between them take every
+# path of the script and the peer (DDP, FSDP2 ZeRO-2, ZeRO-3 with CPU offload), plus the
+# advisor's; GPU_BENCH_ROWS=. runs all seven.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # Staged: .gpu/tools/gpu_bench.sh beside .gpu/gpu_check.sh; in a checkout: tools/gpu_check.sh.
@@ -227,6 +229,7 @@ case "${1:-}" in
     GPU_BENCH_LOGS=${GPU_BENCH_LOGS:-$(mktemp -d)}
     SEQ=64
     MODELS=("tiny 2 2 64 4")
+    ROWS=${GPU_BENCH_ROWS:-_s0_none\$|_s2_none\$|_s3_cpu\$|advisor}
     bench 2 80
     ;;
   *) die "usage: tools/gpu_bench.sh run|smoke (stage with tools/gpu_check.sh stage)" ;;

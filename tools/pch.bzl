@@ -6,9 +6,10 @@
 #
 # The rule writes <name>.h (one #include per entry of `includes`) in its output folder and
 # compiles it, as C++, to <name>.h.gch beside it, with the C++ toolchain's own command line for
-# this configuration (its --copt/--cxxopt, PIC, and the include paths and defines of `deps`), so
-# the header is valid for every compile of this configuration (fastbuild, the sanitizers',
-# --config=cuda) and the disk cache keeps one per configuration. A dependent adds
+# this configuration (its --copt/--cxxopt, then `copts`, PIC, and the include paths and defines of
+# `deps`), so the header is valid for every compile of this configuration (fastbuild, the
+# sanitizers', --config=cuda) with the same `copts`, and the disk cache keeps one per
+# configuration. A dependent adds
 # `-include <package>/<name>.h` to its copts (tools/cc.bzl does): GCC, looking for that file along
 # the quote include path, finds the .gch first in the output folder and loads it; where it cannot
 # use it (another configuration's flags), it reads the header's text instead, so a mismatch costs
@@ -39,7 +40,8 @@ def _cc_precompiled_header_impl(ctx):
     variables = cc_common.create_compile_variables(
         feature_configuration = features,
         cc_toolchain = cc_toolchain,
-        user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts + ["-x", "c++-header"],
+        user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts + ctx.attr.copts +
+                             ["-x", "c++-header"],
         source_file = header.path,
         output_file = gch.path,
         include_directories = deps.includes,
@@ -79,6 +81,8 @@ cc_precompiled_header = rule(
     implementation = _cc_precompiled_header_impl,
     attrs = {
         "includes": attr.string_list(mandatory = True),
+        # After the configuration's own flags, as a target's copts come after them.
+        "copts": attr.string_list(),
         "deps": attr.label_list(providers = [CcInfo]),
         "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
     },

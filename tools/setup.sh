@@ -4,7 +4,9 @@
 # project-local virtual environment .venv, plus DeepSpeed as the conformance tests' oracle
 # (tools/requirements-oracle.lock) and Hugging Face transformers (tools/requirements-models.lock),
 # tests only, never the build or the trainer. A second run changes nothing and takes seconds.
-# Run as root (apt-get). Records what it found in .venv/zerotrain-versions.txt.
+# Run as root (apt-get). Records what it found in .venv/zerotrain-versions.txt. pip installs with
+# --no-compile: Python compiles a module's bytecode when it is first imported, so the thousands
+# that no test imports (most of transformers' models) cost nothing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,7 +64,7 @@ Install torch==$TORCH_VERSION yourself and build with --repo_env=LIBTORCH_HOME=<
   say "installing torch $TORCH_VERSION (with its CUDA wheels, several GB) into $VENV"
   rm -rf "$VENV"
   "$py" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes \
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes --no-compile \
     -r "$ROOT/tools/requirements.lock"
   [ "$(installed_torch_version)" = "$TORCH_VERSION" ] || die "torch $TORCH_VERSION did not install into $VENV"
 }
@@ -78,7 +80,7 @@ install_deepspeed_oracle() {
     return
   fi
   say "installing DeepSpeed $DEEPSPEED_VERSION into $VENV (the conformance tests' oracle)"
-  local pip=("$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes)
+  local pip=("$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes --no-compile)
   "${pip[@]}" -r "$ROOT/tools/requirements-oracle-build.lock"
   DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation -r "$ROOT/tools/requirements-oracle.lock"
   [ "$(installed_deepspeed_version)" = "$DEEPSPEED_VERSION" ] ||
@@ -97,7 +99,7 @@ install_transformers_oracle() {
     return
   fi
   say "installing transformers, torchvision $TRANSFORMERS_VERSION into $VENV (the model tests' references)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes --only-binary=:all: \
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes --no-compile --only-binary=:all: \
     -r "$ROOT/tools/requirements-models.lock"
   [ "$(installed_transformers_version)" = "$TRANSFORMERS_VERSION" ] ||
     die "transformers, torchvision $TRANSFORMERS_VERSION did not install into $VENV"

@@ -52,8 +52,20 @@ def init_single_process():
     import deepspeed
     from deepspeed.utils import logger
     logger.setLevel(logging.ERROR)
-    deepspeed.init_distributed(dist_backend="gloo")
+    init_distributed(deepspeed)
     return deepspeed
+
+
+def init_distributed(deepspeed, **kwargs):
+    """deepspeed.init_distributed over gloo, less the shared-memory op that DeepSpeed's CPU
+    backend compiles at start-up: it serves inference_all_reduce alone (deepspeed/comm/torch.py),
+    never the training collectives the oracles are compared on, and compiling it costs about 45
+    CPU-seconds in every new venv (a fresh clone's CI run pays it)."""
+    ops = deepspeed.ops.__compatible_ops__
+    if "deepspeed_shm_comm" not in ops:
+        raise RuntimeError(f"DeepSpeed's ops no longer name deepspeed_shm_comm: {sorted(ops)}")
+    ops["deepspeed_shm_comm"] = False
+    deepspeed.init_distributed(dist_backend="gloo", **kwargs)
 
 
 def cases(directory):

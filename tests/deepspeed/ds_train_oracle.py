@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ds_oracle import cases, free_port  # this script's folder is first on sys.path
+from ds_oracle import cases, free_port, init_distributed  # this script's folder is first on sys.path
 
 
 class SelfAttention(nn.Module):
@@ -124,7 +124,7 @@ def worker(directory, steps):
     import deepspeed
     from deepspeed.utils import logger
     logger.setLevel(logging.ERROR)
-    deepspeed.init_distributed(dist_backend="gloo", timeout=datetime.timedelta(seconds=120))
+    init_distributed(deepspeed, timeout=datetime.timedelta(seconds=120))
     rank = torch.distributed.get_rank()
     torch.manual_seed(0)
     with open(os.path.join(directory, "model.json")) as f:

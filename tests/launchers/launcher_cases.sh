@@ -3,6 +3,14 @@
 # metrics.csv, the 2-rank reference run of //trainer:main --nproc_per_node=2, and the checks that
 # a launcher's run left no rank process and no shared-memory segment behind.
 
+# As root, the sourcing test runs again in a PID and mount namespace of its own, with a /dev/shm
+# of its own: the checks below then see its own processes and segments alone, whatever the tests
+# beside it run (so it needs no "exclusive" tag). Not as root, it runs in place.
+if [ -z "${ZT_OWN_NAMESPACES:-}" ] && [ "$(id -u)" -eq 0 ]; then
+  exec env ZT_OWN_NAMESPACES=1 unshare --pid --fork --kill-child --mount-proc \
+    bash -c 'mount -t tmpfs zt-shm /dev/shm && exec "$@"' bash "$0" "$@"
+fi
+
 say() { echo "$TEST_NAME: $*"; }
 fail() {
   say "FAIL: $*"

@@ -8,11 +8,11 @@
 # Usage: launchers_test.sh <//trainer:main> <the venv's torch/ folder>
 set -euo pipefail
 TEST_NAME=launchers_test
+# shellcheck source=tests/launchers/launcher_cases.sh
+source "$(dirname "$0")/launcher_cases.sh"
 MAIN=$(realpath "$1")
 VENV_BIN=$(realpath "$2/../../../../bin")
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/launchers.XXXXXX")
-# shellcheck source=tests/launchers/launcher_cases.sh
-source "$(dirname "$0")/launcher_cases.sh"
 # Each launcher says where the store is; none may come from the test's own environment.
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK SLURM_PROCID
 for tool in torchrun deepspeed; do

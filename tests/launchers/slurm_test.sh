@@ -10,12 +10,12 @@
 # Usage: slurm_test.sh <//trainer:main>
 set -euo pipefail
 TEST_NAME=slurm_test
+# shellcheck source=tests/launchers/launcher_cases.sh
+source "$(dirname "$0")/launcher_cases.sh"
 MAIN=$(realpath "$1")
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/slurm.XXXXXX")
 # Unix socket paths are short (108 bytes): the cluster lives directly under /tmp.
 CLUSTER=$(mktemp -d /tmp/zt-slurm.XXXXXX)
-# shellcheck source=tests/launchers/launcher_cases.sh
-source "$(dirname "$0")/launcher_cases.sh"
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK
 for tool in munged slurmctld slurmd srun sbatch scancel squeue sinfo; do
   command -v "$tool" >/dev/null || fail "no $tool (Debian's slurm-wlm and munge): run tools/setup.sh"
