@@ -187,8 +187,11 @@ int main(int argc, char** argv) {
                    std::string(w).c_str());
       return 2;
     }
-    absl::Status s = zerotrain::comm::LaunchRanks(
-        {.nproc_per_node = world, .master_port = port, .args = {"--max_mib=" + max_mib}});
+    zerotrain::comm::LaunchOptions launch;
+    launch.nproc_per_node = world;
+    launch.master_port = port;
+    launch.args = {"--max_mib=" + max_mib};
+    absl::Status s = zerotrain::comm::LaunchRanks(launch);
     if (!s.ok()) {
       std::fprintf(stderr, "comm_bench: %s\n", std::string(s.message()).c_str());
       return 1;

@@ -162,8 +162,11 @@ int main(int argc, char** argv) {
     return zerotrain::engine::RunRank(dir);
   }
   std::filesystem::create_directories(dir);
-  const absl::Status s = zerotrain::comm::LaunchRanks(
-      {.nproc_per_node = world, .master_port = 29760, .args = {"--dir=" + dir}});
+  zerotrain::comm::LaunchOptions launch;
+  launch.nproc_per_node = world;
+  launch.master_port = 29760;
+  launch.args = {"--dir=" + dir};
+  const absl::Status s = zerotrain::comm::LaunchRanks(launch);
   if (!s.ok()) {
     std::fprintf(stderr, "engine_checkpoint_bench: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -58,12 +58,15 @@ absl::StatusOr<std::string> BuildPartitionedAndTrain(int rank, bool spill) {
   const std::string nvme = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/spill_", rank);
   if (spill) {
     std::filesystem::create_directories(nvme);
+    offload::SwapSpaceOptions missing_dir, dir;
+    missing_dir.directory = nvme + "/missing";
+    dir.directory = nvme;
     const absl::Status missing =
-        partition::ShardedInit(group.get(), 64, o.stage3).SpillTo({nvme + "/missing"});
+        partition::ShardedInit(group.get(), 64, o.stage3).SpillTo(missing_dir);
     if (missing.ok() || missing.message().find(nvme + "/missing") == std::string::npos) {
       return absl::InternalError(absl::StrCat("SpillTo a missing directory: ", missing.ToString()));
     }
-    ZT_RETURN_IF_ERROR(init.SpillTo({nvme}));
+    ZT_RETURN_IF_ERROR(init.SpillTo(dir));
     o.offload_param.device = OffloadDevice::kNvme;
     o.offload_param.nvme_path = nvme;
     o.offload_param.max_in_cpu = 0;

@@ -226,8 +226,11 @@ int main(int argc, char** argv) {
   if (!zerotrain::engine::check_overflow) args.push_back("--no_overflow_check");
   if (zerotrain::engine::shm) args.push_back("--backend=shm");
   args.push_back(absl::StrCat("--allgather_bucket_size=", zerotrain::engine::allgather_bucket));
-  absl::Status s =
-      zerotrain::comm::LaunchRanks({.nproc_per_node = world, .master_port = 29750, .args = args});
+  zerotrain::comm::LaunchOptions launch;
+  launch.nproc_per_node = world;
+  launch.master_port = 29750;
+  launch.args = args;
+  absl::Status s = zerotrain::comm::LaunchRanks(launch);
   if (!s.ok()) {
     std::fprintf(stderr, "zero_bench: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -10,8 +10,10 @@
 
 #if defined(__x86_64__)
 // GCC 12's avx512fintrin.h seeds masked intrinsics with _mm512_undefined_*(), which
-// -Wmaybe-uninitialized reports at every inlined use (GCC bug 105593); the values are never read.
+// -Wmaybe-uninitialized (and, under ASan's -O1, -Wuninitialized) reports at every inlined use (GCC
+// bug 105593); the values are never read.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #pragma GCC push_options

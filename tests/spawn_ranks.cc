@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,14 @@ std::vector<std::string> ChildEnv(int rank, int world, int port, const std::stri
   return out;
 }
 
+// The outcome of a rank that wrote no result.
+RankOutcome Unfinished(int rank, absl::Status status) {
+  RankOutcome outcome;
+  outcome.rank = rank;
+  outcome.status = std::move(status);
+  return outcome;
+}
+
 RankOutcome ReadOutcome(int rank, const std::string& dir, int wait_status) {
   RankOutcome o;
   o.rank = rank;
@@ -130,7 +139,8 @@ std::vector<RankOutcome> SpawnRanks(int world_size, const RankFn& fn, const Spaw
   if (mkdtemp(dir_template.data()) == nullptr) {
     ADD_FAILURE() << "SpawnRanks: cannot create a temporary folder under " << dir_template;
     std::vector<RankOutcome> none(world_size);
-    for (int r = 0; r < world_size; ++r) none[r] = {r, absl::InternalError("no temporary folder")};
+    for (int r = 0; r < world_size; ++r)
+      none[r] = Unfinished(r, absl::InternalError("no temporary folder"));
     return none;
   }
   const std::string dir = dir_template;
@@ -158,7 +168,7 @@ std::vector<RankOutcome> SpawnRanks(int world_size, const RankFn& fn, const Spaw
       if (finished[rank]) continue;
       int status = 0;
       if (pids[rank] < 0 || waitpid(pids[rank], &status, WNOHANG) == pids[rank]) {
-        outcomes[rank] = pids[rank] < 0 ? RankOutcome{rank, absl::InternalError("spawn failed")}
+        outcomes[rank] = pids[rank] < 0 ? Unfinished(rank, absl::InternalError("spawn failed"))
                                         : ReadOutcome(rank, dir, status);
         finished[rank] = true;
         --left;
@@ -169,9 +179,9 @@ std::vector<RankOutcome> SpawnRanks(int world_size, const RankFn& fn, const Spaw
         if (finished[rank]) continue;
         kill(pids[rank], SIGKILL);
         waitpid(pids[rank], nullptr, 0);
-        outcomes[rank] = RankOutcome{rank, absl::DeadlineExceededError(absl::StrCat(
-                                               "rank ", rank, " still running after ",
-                                               options.deadline.count(), " ms; killed"))};
+        outcomes[rank] = Unfinished(rank, absl::DeadlineExceededError(absl::StrCat(
+                                              "rank ", rank, " still running after ",
+                                              options.deadline.count(), " ms; killed")));
         finished[rank] = true;
       }
       break;

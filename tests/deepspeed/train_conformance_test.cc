@@ -162,7 +162,7 @@ class TrainConformance : public ::testing::TestWithParam<Case> {
     }
     // The pbtxt files sit beside the ds_configs; the oracle reads only the *.json ones.
     auto out = RunOracle("tests/deepspeed/ds_train_oracle.py", {*dir_, std::to_string(kSteps)},
-                         {.deadline = std::chrono::seconds(600)});
+                         {.deadline = std::chrono::seconds(600), .env = {}});
     *oracle_ = out.ok() ? ParseJsonObject(*out) : out.status();
   }
 
@@ -207,7 +207,7 @@ TEST_P(TrainConformance, LossesMatchDeepSpeedStepByStep) {
   const std::string base = *dir_ + "/cases/" + c.name();
   auto run = RunProgram({g_main, "--config=" + base + ".pbtxt", "--ds_config=" + base + ".json",
                          absl::StrCat("--master_port=", FreePort())},
-                        {.deadline = std::chrono::seconds(300)});
+                        {.deadline = std::chrono::seconds(300), .env = {}});
   ASSERT_TRUE(run.ok()) << run.status();
   const std::vector<double> got =
       CsvLosses(Read(*dir_ + "/zerotrain_" + c.name() + "/t/metrics.csv"));
