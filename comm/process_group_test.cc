@@ -76,7 +76,8 @@ TEST(ProcessGroupFailure, RankThatNeverCallsTimesOutTheOthers) {
 // within it, each naming the stopped rank and the collective it did not join.
 TEST(ProcessGroupFailure, StoppedRankIsNamedWithinTheTimeout) {
   zerotrain::testing::SpawnOptions spawn;
-  spawn.deadline = 4 * kTimeout;  // then the stopped rank is killed
+  spawn.deadline = 4 * kTimeout;
+  spawn.awaited_ranks = {0, 1};  // then the stopped rank is killed
   auto outcomes = SpawnRanks(
       3,
       [](int rank) -> absl::StatusOr<std::string> {
@@ -102,7 +103,8 @@ TEST(ProcessGroupFailure, StoppedRankIsNamedWithinTheTimeout) {
 // waited; the peers that no longer answer a liveness ping are named instead.
 TEST(ProcessGroupFailure, StoppedRankIsNamedWhenTheTransferTimesOut) {
   zerotrain::testing::SpawnOptions spawn;
-  spawn.deadline = 4 * kTimeout;  // then the stopped rank is killed
+  spawn.deadline = 4 * kTimeout;
+  spawn.awaited_ranks = {0, 1};  // then the stopped rank is killed
   auto outcomes = SpawnRanks(
       3,
       [](int rank) -> absl::StatusOr<std::string> {

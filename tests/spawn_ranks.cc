@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -174,14 +175,23 @@ std::vector<RankOutcome> SpawnRanks(int world_size, const RankFn& fn, const Spaw
         --left;
       }
     }
-    if (left > 0 && std::chrono::steady_clock::now() > deadline) {
+    const bool awaited_done =
+        !options.awaited_ranks.empty() &&
+        std::all_of(options.awaited_ranks.begin(), options.awaited_ranks.end(),
+                    [&](int rank) { return finished.at(rank); });
+    if (left > 0 && (awaited_done || std::chrono::steady_clock::now() > deadline)) {
       for (int rank = 0; rank < world_size; ++rank) {
         if (finished[rank]) continue;
         kill(pids[rank], SIGKILL);
         waitpid(pids[rank], nullptr, 0);
-        outcomes[rank] = Unfinished(rank, absl::DeadlineExceededError(absl::StrCat(
-                                              "rank ", rank, " still running after ",
-                                              options.deadline.count(), " ms; killed")));
+        outcomes[rank] =
+            Unfinished(rank, awaited_done ? absl::CancelledError(absl::StrCat(
+                                                "rank ", rank,
+                                                " still running when the awaited ranks had "
+                                                "ended; killed"))
+                                          : absl::DeadlineExceededError(absl::StrCat(
+                                                "rank ", rank, " still running after ",
+                                                options.deadline.count(), " ms; killed")));
         finished[rank] = true;
       }
       break;

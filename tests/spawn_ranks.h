@@ -29,6 +29,10 @@ struct RankOutcome {
 struct SpawnOptions {
   // All ranks are killed past this; their outcome is then DeadlineExceeded.
   std::chrono::milliseconds deadline{std::chrono::seconds(120)};
+  // When not empty, only these ranks are waited for: once they have all ended, the others (a rank
+  // a test stops or hangs on purpose) are killed, their outcome Cancelled, instead of holding the
+  // test until the deadline.
+  std::vector<int> awaited_ranks;
   // Extra environment for every rank.
   std::map<std::string, std::string> env;
 };

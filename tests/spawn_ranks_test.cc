@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -48,6 +49,24 @@ TEST(SpawnRanks, ReportsErrorsCrashesAndHangsPerRank) {
   EXPECT_EQ(outcomes[2].status.code(), absl::StatusCode::kAborted);
   EXPECT_NE(outcomes[2].status.message().find("signal 9"), std::string::npos);
   EXPECT_EQ(outcomes[3].status.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(SpawnRanks, StopsTheOthersOnceTheAwaitedRanksEnd) {
+  SpawnOptions options;
+  options.awaited_ranks = {0, 2};
+  const auto start = std::chrono::steady_clock::now();
+  auto outcomes = SpawnRanks(
+      3,
+      [](int rank) -> absl::StatusOr<std::string> {
+        if (rank == 1) raise(SIGSTOP);
+        return std::string("fine");
+      },
+      options);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, options.deadline / 2);
+  EXPECT_EQ(outcomes[0].payload, "fine");
+  EXPECT_EQ(outcomes[2].payload, "fine");
+  EXPECT_EQ(outcomes[1].status.code(), absl::StatusCode::kCancelled) << FormatOutcomes(outcomes);
+  EXPECT_NE(outcomes[1].status.message().find("awaited ranks had ended"), std::string::npos);
 }
 
 }  // namespace
