@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
-#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -39,23 +38,18 @@ at::ScalarType ModelDtype(Precision p) {
   }
 }
 
-// The module's trainable parameters in registration order, each once (a tensor that two
-// submodules share, like tied embeddings, under the first name it has), with the index of the
-// submodule that first holds it: stage 3 gathers each submodule's parameters together.
-partition::NamedTensors TrainableParams(torch::nn::Module& module, std::vector<int>* owner) {
-  partition::NamedTensors named;
-  std::unordered_set<const void*> seen;
-  int index = 0;
-  module.apply([&](const std::string& prefix, torch::nn::Module& m) {
-    for (const auto& item : m.named_parameters(/*recurse=*/false)) {
-      const at::Tensor& p = item.value();
-      if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-      named.emplace_back(prefix.empty() ? item.key() : absl::StrCat(prefix, ".", item.key()), p);
-      owner->push_back(index);
-    }
-    ++index;
-  });
-  return named;
+// Where the model's tensors live and in what type from Create on, as Module::to would set them:
+// integer tensors keep their type.
+void MoveTensors(ModelTensors& model, const c10::Device& device, Precision precision) {
+  c10::NoGradGuard no_grad;
+  auto move = [&](at::Tensor& t) {
+    at::ScalarType type = t.scalar_type();
+    if (precision != Precision::kFloat32 && at::isFloatingType(type)) type = ModelDtype(precision);
+    if (t.device() != device || t.scalar_type() != type) t.set_data(t.to(device, type));
+  };
+  for (ModelTensors::Param& p : model.trainable) move(p.tensor);
+  for (at::Tensor& t : model.frozen) move(t);
+  for (at::Tensor& t : model.buffers) move(t);
 }
 
 // Stages 0-2's gradients, ZeRO's definition: stage 1 shards the optimizer state (a rank steps its
@@ -83,6 +77,21 @@ Engine::~Engine() = default;
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module,
                                                        const EngineOptions& options,
                                                        comm::ProcessGroup* group) {
+  // LibTorch's own Module::to first, which casts integer buffers too, as it always has here.
+  try {
+    if (auto device = DeviceRuntime::For(options.device); device.ok()) {
+      module.to((*device)->device());
+    }
+    if (options.precision != Precision::kFloat32) module.to(ModelDtype(options.precision));
+  } catch (const c10::Error& err) {
+    // Reported by the Create below, once every rank has met.
+  }
+  return Create(TensorsOf(module), options, group);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(ModelTensors model,
+                                                       const EngineOptions& options,
+                                                       comm::ProcessGroup* group) {
   const std::string where = absl::StrCat("Engine::Create on rank ", group->rank(), ": ");
   // Large CPU blocks from here on are mapped by the counter, so freed ones do not stay in glibc's
   // heaps (tensor_memory.h); the module's tensors, if made before, are simply not counted.
@@ -98,7 +107,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
     e->options_.device = e->runtime_->device();
   }
   e->group_ = group;
-  e->module_ = &module;
   // Local problems are only reported after the ranks have met, so that a rank that fails here
   // does not leave the others waiting in the fingerprint exchange until the timeout.
   absl::Status local = WithPrefix(ValidateEngineOptions(options), where);
@@ -108,15 +116,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(torch::nn::Module& module
   } else if (local.ok()) {
     local = WithPrefix(batch.status(), where);
   }
-  partition::NamedTensors named;
-  std::vector<int> owner;
   try {
-    if (local.ok()) module.to(e->options_.device);
-    if (options.precision != Precision::kFloat32) module.to(ModelDtype(options.precision));
-    named = TrainableParams(module, &owner);
+    if (local.ok()) MoveTensors(model, e->options_.device, options.precision);
   } catch (const c10::Error& err) {
     if (local.ok()) local = absl::InternalError(absl::StrCat(where, err.what_without_backtrace()));
   }
+  partition::NamedTensors named;
+  std::vector<int> owner;
+  for (const ModelTensors::Param& p : model.trainable) {
+    named.emplace_back(p.name, p.tensor);
+    owner.push_back(p.submodule);
+  }
+  e->model_ = std::move(model);
   if (named.empty() && local.ok()) {
     local = absl::InvalidArgumentError(
         absl::StrCat(where, "the module has no trainable parameters (none with requires_grad)"));
@@ -282,10 +293,8 @@ absl::Status Engine::BroadcastFrozenState() {
     // Frozen parameters and buffers are not the engine's to shard, but they must start equal
     // too, or ranks diverge silently. Every rank walks them in the same (registration) order.
     std::vector<at::Tensor> others;
-    for (const at::Tensor& p : module_->parameters(/*recurse=*/true)) {
-      if (!p.requires_grad()) others.push_back(p.detach());
-    }
-    for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) others.push_back(t);
+    for (const at::Tensor& p : model_.frozen) others.push_back(p.detach());
+    for (const at::Tensor& t : model_.buffers) others.push_back(t);
     for (const at::Tensor& t : others) {
       if (t.numel() > 0) ZT_RETURN_IF_ERROR(BroadcastFromRankZero(group_, t));
     }
@@ -352,7 +361,7 @@ ModelStateBytes Engine::model_state_bytes() const {
   store_->AddParamBytes(&b);
   b.grads = reducer_->grad_bytes();
   master_->AddBytes(&b);
-  for (const at::Tensor& t : module_->buffers(/*recurse=*/true)) {
+  for (const at::Tensor& t : model_.buffers) {
     b.buffers += t.numel() * static_cast<int64_t>(t.element_size());
   }
   return b;

@@ -27,6 +27,7 @@
 #include "engine/device_runtime.h"
 #include "engine/engine_options.h"
 #include "engine/model_state.h"
+#include "engine/model_tensors.h"
 #include "engine/param_store.h"
 #include "engine/shard_optimizer.h"
 #include "engine/step_clock.h"
@@ -80,6 +81,13 @@ class Engine {
   // module must outlive the engine; its parameters become views of the engine's flat buffer
   // (cast to bf16/fp16 first when options.precision says so).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(torch::nn::Module& module,
+                                                        const EngineOptions& options,
+                                                        comm::ProcessGroup* group);
+  // The same for a model given as its tensors (model_tensors.h), which need not belong to a
+  // LibTorch module (python/'s binding passes a Python module's). Each tensor is moved to
+  // options.device and, with bf16/fp16, each floating-point one cast to that type, in place
+  // (set_data), as Module::to does; the tensors must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(ModelTensors model,
                                                         const EngineOptions& options,
                                                         comm::ProcessGroup* group);
   ~Engine();
@@ -220,7 +228,7 @@ class Engine {
   EngineOptions options_;
   BatchSizes batch_;
   comm::ProcessGroup* group_ = nullptr;
-  torch::nn::Module* module_ = nullptr;
+  ModelTensors model_;  // the frozen parameters and buffers are read from here
   // Before the parameters and the store, which hold blocks and regions of them.
   // Of options_.device, chosen at Create; declared first so that it outlives the master state
   // and the staging, which point at it.

@@ -17,6 +17,9 @@ _DEBIAN_LIBRARIES = {
     "debian_benchmark": (["libbenchmark-dev"], "benchmark.BUILD", "+~-"),
     "debian_sentencepiece": (["libsentencepiece-dev", "sentencepiece"], "sentencepiece.BUILD", "+~-"),
     "debian_nlohmann_json": (["nlohmann-json3-dev"], "nlohmann_json.BUILD", "+~-"),
+    # CPython 3.11's headers, for python/'s extension module (which links no libpython: the
+    # interpreter that imports it provides those symbols).
+    "debian_python": (["libpython3.11-dev"], "python.BUILD", "+~-"),
 }
 
 def zerotrain_dependencies():

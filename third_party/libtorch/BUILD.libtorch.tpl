@@ -31,3 +31,17 @@ cc_library(
     ],
     deps = [":torch_cpu"],
 )
+
+# torch's Python bindings and the pybind11 headers the wheel carries (under python_include/, apart
+# from include/, so they shadow nothing else), for python/'s extension module. Its users import
+# torch first, which loads these libraries; the extension finds them by soname.
+cc_library(
+    name = "torch_python",
+    hdrs = glob(["python_include/**"]),
+    includes = ["python_include"],
+    linkopts = _RPATH + ["-ltorch_python", "-ltorch"],
+    deps = [
+        ":torch_cpu",
+        "@debian_python//:python_headers",
+    ],
+)

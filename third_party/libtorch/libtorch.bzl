@@ -42,6 +42,9 @@ def _libtorch_impl(ctx):
         src = ctx.path(home + "/include/" + d)
         if src.exists:
             ctx.symlink(src, "include/" + d)
+    pybind11 = ctx.path(home + "/include/pybind11")
+    if pybind11.exists:
+        ctx.symlink(pybind11, "python_include/pybind11")
     lib = home + "/lib"
     has_cuda = ctx.path(lib + "/libtorch_cuda.so").exists
 

@@ -120,7 +120,8 @@ absl::Status HintPbtxtAsJson(absl::Status s, const std::string& text) {
 
 absl::StatusOr<TrainerConfigProto> LoadConfigProto(const ConfigSources& sources,
                                                    std::vector<std::string>* warnings) {
-  if (sources.pbtxt_path.empty() && sources.ds_json_path.empty()) {
+  const bool has_json = !sources.ds_json_path.empty() || sources.ds_json_text.has_value();
+  if (sources.pbtxt_path.empty() && !has_json) {
     return ParsePbtxt(DefaultConfigPbtxt(), kDefaultConfigName);
   }
   TrainerConfigProto config;
@@ -128,9 +129,14 @@ absl::StatusOr<TrainerConfigProto> LoadConfigProto(const ConfigSources& sources,
     ZT_ASSIGN_OR_RETURN(std::string text, ReadFile(sources.pbtxt_path, "--config"));
     ZT_ASSIGN_OR_RETURN(config, ParsePbtxt(text, sources.pbtxt_path));
   }
-  if (sources.ds_json_path.empty()) return config;
+  if (!has_json) return config;
 
-  ZT_ASSIGN_OR_RETURN(std::string json, ReadFile(sources.ds_json_path, "--ds_config"));
+  std::string json;
+  if (sources.ds_json_text.has_value()) {
+    json = *sources.ds_json_text;
+  } else {
+    ZT_ASSIGN_OR_RETURN(json, ReadFile(sources.ds_json_path, "--ds_config"));
+  }
   auto parsed = ParseDsJson(json, sources.ds_json_path);
   if (!parsed.ok()) return HintPbtxtAsJson(parsed.status(), json);
   DsJson ds = *std::move(parsed);

@@ -4,6 +4,7 @@
 // (config_validate.h) turns it into the options each module takes. docs/CONFIG.md.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,9 @@ namespace zerotrain::trainer {
 
 struct ConfigSources {
   std::string pbtxt_path;    // --config
-  std::string ds_json_path;  // --ds_config
+  std::string ds_json_path;  // --ds_config; with ds_json_text set, the name its errors give
+  // The DeepSpeed JSON itself, when it is no file (python/: a dict the script passed).
+  std::optional<std::string> ds_json_text = std::nullopt;
 };
 
 // Reads and merges the sources. With both, the JSON gives the DeepSpeed sections and the pbtxt

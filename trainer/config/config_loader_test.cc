@@ -57,6 +57,19 @@ TEST(ConfigLoader, NoFlagsGivesTheDefaultFileCompiledIn) {
   EXPECT_TRUE(warnings.empty());
 }
 
+// python/ passes a dict's JSON as text: the same config as the file, errors under the given name.
+TEST(ConfigLoader, JsonTextLoadsAsItsFileWouldAndErrorsNameTheLabel) {
+  std::vector<std::string> warnings;
+  const std::string path = std::string(kTestdata) + "ds_full.json";
+  TrainerConfigProto file = Load({"", path}, &warnings);
+  ConfigSources text;
+  text.ds_json_path = "<config dict>";
+  text.ds_json_text = ReadFile(path);
+  EXPECT_TRUE(MessageDifferencer::Equals(Load(text, &warnings), file));
+  text.ds_json_text = "{\"train_batch_size\": 8,\n \"zero_optimization\": {\"stage\": \"two\"}}";
+  EXPECT_THAT(LoadError(text), HasSubstr("<config dict>"));
+}
+
 TEST(ConfigLoader, PrintConfigRoundTripsAndFillsDefaults) {
   std::vector<std::string> warnings;
   TrainerConfigProto c =

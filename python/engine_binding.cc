@@ -1,0 +1,184 @@
+// zerotrain._C.Engine (engine_binding.h). The Python side (zerotrain/engine.py) walks the module
+// into (name, tensor, submodule) triples, frozen parameters and buffers, in the order ModelTensors
+// asks.
+#include "python/engine_binding.h"
+
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "python/loaded_config.h"
+#include "python/status_error.h"
+#include "python/step_monitor.h"
+
+namespace zerotrain::python {
+namespace {
+
+namespace py = pybind11;
+using Trainable = std::tuple<std::string, at::Tensor, int>;
+
+class PyEngine {
+ public:
+  PyEngine(comm::ProcessGroup* group, const engine::EngineOptions& options,
+           const std::vector<Trainable>& trainable, const std::vector<at::Tensor>& frozen,
+           const std::vector<at::Tensor>& buffers, const monitor::MetricsOptions& metrics) {
+    engine::ModelTensors model;
+    for (const auto& [name, tensor, submodule] : trainable) {
+      model.trainable.push_back({name, tensor, submodule});
+    }
+    model.frozen = frozen;
+    model.buffers = buffers;
+    absl::StatusOr<std::unique_ptr<engine::Engine>> made;
+    {
+      py::gil_scoped_release release;
+      made = engine::Engine::Create(std::move(model), options, group);
+    }
+    engine_ = Check(std::move(made));
+    absl::StatusOr<std::unique_ptr<StepMonitor>> monitor;
+    {
+      py::gil_scoped_release release;
+      monitor = StepMonitor::Create(metrics, group, engine_.get());
+    }
+    monitor_ = Check(std::move(monitor));
+  }
+
+  void BeginForward() {
+    if (!scope_.has_value()) scope_.emplace(engine_->BeginForward());
+  }
+  void EndForward() { scope_.reset(); }
+
+  void Backward(const at::Tensor& loss) {
+    scope_.reset();  // a forward that raised may have left it open
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = engine_->Backward(loss);
+    }
+    Check(s);
+    if (monitor_ != nullptr) monitor_->AddMicroLoss(loss.detach().item<double>());
+  }
+
+  void Step() {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      const bool boundary = engine_->at_accumulation_boundary();
+      s = engine_->Step();
+      if (s.ok() && boundary && monitor_ != nullptr) s = monitor_->AfterStep();
+    }
+    Check(s);
+  }
+
+  void Save(const std::string& dir, const std::string& tag,
+            const std::map<std::string, std::string>& client_state) {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = engine_->SaveCheckpoint(dir, tag, client_state);
+    }
+    Check(s);
+  }
+
+  std::map<std::string, std::string> Load(const std::string& dir, const std::string& tag) {
+    absl::StatusOr<std::map<std::string, std::string>> client_state;
+    {
+      py::gil_scoped_release release;
+      client_state = engine_->LoadCheckpoint(dir, tag);
+    }
+    return Check(std::move(client_state));
+  }
+
+  engine::Engine& engine() { return *engine_; }
+
+ private:
+  std::unique_ptr<engine::Engine> engine_;
+  std::optional<engine::Engine::ForwardScope> scope_;
+  std::unique_ptr<StepMonitor> monitor_;  // null when the config turns no monitor on
+};
+
+// GatheredParameters for a `with` block: Close is collective, so it runs without the GIL.
+class PyGathered {
+ public:
+  explicit PyGathered(std::unique_ptr<engine::Engine::GatheredParameters> open)
+      : open_(std::move(open)) {}
+  void Close() {
+    if (open_ == nullptr) return;
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = open_->Close();
+    }
+    open_.reset();
+    Check(s);
+  }
+
+ private:
+  std::unique_ptr<engine::Engine::GatheredParameters> open_;
+};
+
+std::unique_ptr<PyGathered> Gather(PyEngine& e, const std::vector<at::Tensor>& params,
+                                   int modifier_rank) {
+  absl::StatusOr<std::unique_ptr<engine::Engine::GatheredParameters>> open;
+  {
+    py::gil_scoped_release release;
+    open = e.engine().GatherParameters(params, modifier_rank);
+  }
+  return std::make_unique<PyGathered>(Check(std::move(open)));
+}
+
+engine::EngineOptions OptionsFor(const trainer::TrainerConfig& config, const std::string& device) {
+  engine::EngineOptions options = config.engine;
+  try {
+    options.device = c10::Device(device);
+  } catch (const c10::Error& e) {
+    RaiseStatus(absl::InvalidArgumentError(
+        absl::StrCat("device '", device, "': ", e.what_without_backtrace())));
+  }
+  return options;
+}
+
+}  // namespace
+
+void BindEngine(py::module_& m) {
+  py::class_<PyGathered>(m, "GatheredParameters").def("close", &PyGathered::Close);
+  py::class_<PyEngine>(m, "Engine")
+      .def(py::init([](comm::ProcessGroup* group, const LoadedConfig& config,
+                       const std::string& device, const std::vector<Trainable>& trainable,
+                       const std::vector<at::Tensor>& frozen,
+                       const std::vector<at::Tensor>& buffers) {
+             return std::make_unique<PyEngine>(group, OptionsFor(config.config, device), trainable,
+                                               frozen, buffers, config.config.metrics);
+           }),
+           py::arg("group"), py::arg("config"), py::arg("device"), py::arg("trainable"),
+           py::arg("frozen"), py::arg("buffers"), py::keep_alive<1, 2>())
+      .def("begin_forward", &PyEngine::BeginForward)
+      .def("end_forward", &PyEngine::EndForward)
+      .def("backward", &PyEngine::Backward, py::arg("loss"))
+      .def("step", &PyEngine::Step)
+      .def("save_checkpoint", &PyEngine::Save, py::arg("dir"), py::arg("tag"),
+           py::arg("client_state"))
+      .def("load_checkpoint", &PyEngine::Load, py::arg("dir"), py::arg("tag"))
+      .def("gather", &Gather, py::arg("params"), py::arg("modifier_rank"))
+      .def_property_readonly("lr", [](PyEngine& e) { return e.engine().lr(); })
+      .def("set_lr", [](PyEngine& e, double lr) { e.engine().set_lr(lr); })
+      .def_property_readonly("grad_norm", [](PyEngine& e) { return e.engine().last_grad_norm(); })
+      .def_property_readonly("micro_steps", [](PyEngine& e) { return e.engine().micro_steps(); })
+      .def_property_readonly("optimizer_steps",
+                             [](PyEngine& e) { return e.engine().optimizer_steps(); })
+      .def_property_readonly("skipped_steps",
+                             [](PyEngine& e) { return e.engine().skipped_steps(); })
+      .def_property_readonly("loss_scale", [](PyEngine& e) { return e.engine().loss_scale(); })
+      .def_property_readonly("at_accumulation_boundary",
+                             [](PyEngine& e) { return e.engine().at_accumulation_boundary(); })
+      .def("full_shape", [](PyEngine& e, const at::Tensor& p) { return e.engine().FullShape(p); });
+}
+
+}  // namespace zerotrain::python
