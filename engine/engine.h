@@ -162,6 +162,9 @@ class Engine {
   // With options.lr_schedule, Step sets the lr (and betas) itself before each optimizer step.
   void set_lr(double lr);
   double lr() const { return lr_; }  // the built-in optimizer's lr until set_lr or a schedule
+  // The lr the next optimizer step will run with: with a schedule, its value for the steps taken
+  // so far (what DeepSpeed's get_lr() reports after a step); lr() without one.
+  double next_lr() const;
   // Random per Create, rank 0's on every rank: what this run's checkpoint files record.
   uint64_t run_id() const { return run_id_; }
   absl::Status set_betas(double beta1, double beta2);

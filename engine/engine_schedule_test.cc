@@ -2,11 +2,12 @@
 // from 0.002 to 0.01 over 4 steps) on 2 ranks at stage 2 with 2 micro-batches per step, lr() after
 // each optimizer step is DeepSpeed's value for the steps taken before it (warmup_min_lr for the
 // first, where DeepSpeed's last_batch_iteration is -1), whatever set_lr said between micro-steps,
-// and the parameters after 6 steps equal a single-process torch::optim::AdamW over the full batch
-// whose lr is set to the same hand-computed values before each step. A step skipped for inf/NaN
-// gradients (a NaN input on one rank) does not advance the schedule, as DeepSpeed's engine steps
-// its lr_scheduler only when the optimizer stepped: the reference then skips that step. Without a
-// schedule, set_lr's value stays.
+// next_lr() the value the next step will run with (DeepSpeed's get_lr() then), and the parameters
+// after 6 steps equal a single-process torch::optim::AdamW over the full batch whose lr is set to
+// the same hand-computed values before each step. A step skipped for inf/NaN gradients (a NaN input
+// on one rank) does not advance the schedule, as DeepSpeed's engine steps its lr_scheduler only
+// when the optimizer stepped: the reference then skips that step. Without a schedule, set_lr's
+// value stays.
 #include <torch/optim/adamw.h>
 #include <torch/types.h>
 
@@ -86,6 +87,11 @@ absl::StatusOr<std::string> TrainScheduled(int rank, int skip) {
                                               " skipped steps, want ", want_skipped));
     }
     if (step != skip) ++taken;
+    // What the next step will run with (DeepSpeed's get_lr() after a step).
+    if (std::abs(engine->next_lr() - ExpectedLr(taken)) > 1e-15) {
+      return absl::InternalError(absl::StrCat("after step ", step, ": next_lr ", engine->next_lr(),
+                                              ", want ", ExpectedLr(taken)));
+    }
   }
   testing::ReferenceOptions ro;
   ro.steps = kSteps;

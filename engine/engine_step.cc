@@ -104,6 +104,10 @@ absl::Status Engine::StageAndStep(const std::vector<partition::GradSegment>& gra
   return master_->staging().Publish();
 }
 
+double Engine::next_lr() const {
+  return schedule_ != nullptr ? schedule_->ForStep(optimizer_steps_).lr : lr_;
+}
+
 absl::Status Engine::StepAtBoundary() {
   c10::NoGradGuard no_grad;
   if (schedule_ != nullptr) {

@@ -1,7 +1,8 @@
 // ModelTensors: a LibTorch module's walk (a shared tensor once, frozen parameters and buffers
 // apart), and an Engine built from tensors that belong to no module (as python/'s binding builds
-// one), whose forward is plain functions of them: at stages 0 and 3 on 2 ranks its parameters
-// after 20 steps match the single-process AdamW reference of the same MLP, and bf16 casts the
+// one), whose forward is plain functions of them: at stages 0 and 3 on 2 ranks, and at stage 3
+// partitioned as built through ZeroInit::PartitionOwn, its parameters after 20 steps match the
+// single-process AdamW reference of the same MLP, and bf16 casts the
 // floating-point tensors in place while an integer buffer keeps its type.
 #include "engine/model_tensors.h"
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "engine/test_models.h"
+#include "engine/zero_init.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"
 #include "tools/status_macros.h"
@@ -65,21 +67,37 @@ ModelTensors AsModelTensors(const LooseMlp& m) {
   return t;
 }
 
-class LooseModel : public ::testing::TestWithParam<int> {};
+// Stage 0 and 3 from whole tensors; stage 3 also partitioned as it is built (ZeroInit given each
+// "module"'s own tensors, as python/'s zero.Init does), which leaves them empty until gathered.
+struct LooseCase {
+  int stage;
+  bool zero_init;
+};
+
+class LooseModel : public ::testing::TestWithParam<LooseCase> {};
 
 TEST_P(LooseModel, TrainsAsTheReferenceModule) {
-  const int stage = GetParam();
-  auto outcomes = SpawnRanks(2, [stage](int rank) -> absl::StatusOr<std::string> {
+  const LooseCase c = GetParam();
+  auto outcomes = SpawnRanks(2, [c](int rank) -> absl::StatusOr<std::string> {
     ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
     testing::ReferenceOptions ref;
     EngineOptions o;
-    o.stage = stage;
+    o.stage = c.stage;
     o.train_batch_size = 2 * ref.batch;  // each rank trains on the whole global batch
     o.adam.lr = ref.lr;
     o.adam.weight_decay = ref.weight_decay;
     o.stage3.persistence_threshold = 0;
     auto module = testing::MakeNet(ModelKind::kMlp);
     const LooseMlp mlp = FromModule(*module);
+    std::unique_ptr<ZeroInit> init;
+    if (c.zero_init) {
+      ZT_ASSIGN_OR_RETURN(init, ZeroInit::Create(group.get(), &o));
+      ZT_RETURN_IF_ERROR(init->PartitionOwn("fc1", {mlp.w1, mlp.b1}));
+      ZT_RETURN_IF_ERROR(init->PartitionOwn("fc2", {mlp.w2, mlp.b2}));
+      if (mlp.w1.numel() != 0 || mlp.b2.numel() != 0) {
+        return absl::InternalError("ZeroInit left a parameter whole");
+      }
+    }
     ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(AsModelTensors(mlp), o, group.get()));
     for (int step = 0; step < ref.steps; ++step) {
       testing::Batch b = testing::GlobalBatch(ModelKind::kMlp, step, ref.batch);
@@ -108,8 +126,13 @@ TEST_P(LooseModel, TrainsAsTheReferenceModule) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, LooseModel, ::testing::Values(0, 3),
-                         [](const auto& info) { return absl::StrCat("stage", info.param); });
+INSTANTIATE_TEST_SUITE_P(Stages, LooseModel,
+                         ::testing::Values(LooseCase{0, false}, LooseCase{3, false},
+                                           LooseCase{3, true}),
+                         [](const auto& info) {
+                           return absl::StrCat("stage", info.param.stage,
+                                               info.param.zero_init ? "_zero_init" : "");
+                         });
 
 TEST(LooseModel, Bf16CastsFloatingTensorsInPlaceAndKeepsIntegerOnes) {
   auto outcomes = SpawnRanks(1, [](int rank) -> absl::StatusOr<std::string> {

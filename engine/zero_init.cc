@@ -36,4 +36,8 @@ absl::Status ZeroInit::Partition(torch::nn::Module& submodule) {
   return init_->Partition(submodule);
 }
 
+absl::Status ZeroInit::PartitionOwn(const std::string& name, const std::vector<at::Tensor>& own) {
+  return init_->PartitionOwn(name, own);
+}
+
 }  // namespace zerotrain::engine

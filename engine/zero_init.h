@@ -5,7 +5,11 @@
 // the Engine follow from the EngineOptions it will create the Engine with.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +39,10 @@ class ZeroInit {
   // built and initialised. Takes the trainable parameters of `submodule` and of every module
   // inside it that no earlier call took; whatever values they hold on rank 0 are the ones kept.
   absl::Status Partition(torch::nn::Module& submodule);
+  // The same for one module given as its own parameters, in registration order (not those of
+  // the modules inside it: pass each of them too, in the order Module::apply visits them), for a
+  // module that is not a LibTorch one (python/'s zero.Init); `name` goes into errors.
+  absl::Status PartitionOwn(const std::string& name, const std::vector<at::Tensor>& own);
 
  private:
   explicit ZeroInit(std::unique_ptr<partition::ShardedInit> init);

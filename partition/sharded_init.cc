@@ -17,17 +17,17 @@ absl::Status ShardedInit::Partition(torch::nn::Module& submodule) {
   absl::Status status;
   // Each module's own parameters are one segment of the engine's layout, so each is a part.
   submodule.apply([&](torch::nn::Module& m) {
-    if (status.ok()) status = PartitionOwn(m);
+    if (status.ok()) status = PartitionOwn(m.name(), m.parameters(/*recurse=*/false));
   });
   return status;
 }
 
-absl::Status ShardedInit::PartitionOwn(torch::nn::Module& submodule) {
+absl::Status ShardedInit::PartitionOwn(const std::string& name,
+                                       const std::vector<at::Tensor>& own) {
   const std::string where =
-      absl::StrCat("ShardedInit::Partition(", submodule.name(), ") on rank ", group_->rank(), ": ");
+      absl::StrCat("ShardedInit::Partition(", name, ") on rank ", group_->rank(), ": ");
   std::vector<at::Tensor> params;
-  for (const auto& item : submodule.named_parameters(/*recurse=*/false)) {
-    const at::Tensor& p = item.value();
+  for (const at::Tensor& p : own) {
     if (p.requires_grad() && seen_.emplace(p.unsafeGetTensorImpl(), true).second) {
       params.push_back(p);
     }

@@ -47,6 +47,9 @@ class ShardedInit {
   // Collective: every rank partitions the same submodules in the same order. Takes the trainable
   // parameters of the submodule and of every module inside it that no earlier call took.
   absl::Status Partition(torch::nn::Module& submodule);
+  // The same for one module given as its own parameters (not its submodules'), for a module that
+  // is not a LibTorch one (python/'s zero.Init); `name` goes into errors.
+  absl::Status PartitionOwn(const std::string& name, const std::vector<at::Tensor>& own);
 
   // From now on each part goes to a swap file in a private directory under options.directory
   // as soon as it is cut (its I/O waited for up to `io_timeout`), and none stays in memory. Call
@@ -83,8 +86,7 @@ class ShardedInit {
   void ReleaseShardOf(const at::Tensor& param);
 
  private:
-  absl::Status PartitionOwn(torch::nn::Module& module);  // its own parameters: one part
-  absl::Status Spill(Part& part);                        // to its swap region
+  absl::Status Spill(Part& part);  // to its swap region
   absl::Status WaitOrKeep(const offload::IoHandle& io, offload::HostBlock& block) const;
 
   comm::ProcessGroup* group_;

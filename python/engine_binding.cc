@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
+#include "engine/zero_init.h"
 #include "python/loaded_config.h"
 #include "python/status_error.h"
 #include "python/step_monitor.h"
@@ -104,6 +105,33 @@ class PyEngine {
   std::unique_ptr<StepMonitor> monitor_;  // null when the config turns no monitor on
 };
 
+// zero.Init's C++ half: the parts cut as the model is built, adopted by the Engine made later.
+class PyZeroInit {
+ public:
+  PyZeroInit(comm::ProcessGroup* group, const LoadedConfig& config)
+      : options_(config.config.engine) {
+    absl::StatusOr<std::unique_ptr<engine::ZeroInit>> made;
+    {
+      py::gil_scoped_release release;
+      made = engine::ZeroInit::Create(group, &options_);
+    }
+    init_ = Check(std::move(made));
+  }
+  void PartitionOwn(const std::string& name, const std::vector<at::Tensor>& own) {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = init_->PartitionOwn(name, own);
+    }
+    Check(s);
+  }
+  partition::ShardedInit* sharded_init() const { return options_.sharded_init; }
+
+ private:
+  engine::EngineOptions options_;  // its sharded_init points into init_
+  std::unique_ptr<engine::ZeroInit> init_;
+};
+
 // GatheredParameters for a `with` block: Close is collective, so it runs without the GIL.
 class PyGathered {
  public:
@@ -148,17 +176,24 @@ engine::EngineOptions OptionsFor(const trainer::TrainerConfig& config, const std
 }  // namespace
 
 void BindEngine(py::module_& m) {
+  py::class_<PyZeroInit>(m, "ZeroInit")
+      .def(py::init<comm::ProcessGroup*, const LoadedConfig&>(), py::arg("group"),
+           py::arg("config"), py::keep_alive<1, 2>())
+      .def("partition_own", &PyZeroInit::PartitionOwn, py::arg("name"), py::arg("own"));
   py::class_<PyGathered>(m, "GatheredParameters").def("close", &PyGathered::Close);
   py::class_<PyEngine>(m, "Engine")
       .def(py::init([](comm::ProcessGroup* group, const LoadedConfig& config,
                        const std::string& device, const std::vector<Trainable>& trainable,
                        const std::vector<at::Tensor>& frozen,
-                       const std::vector<at::Tensor>& buffers) {
-             return std::make_unique<PyEngine>(group, OptionsFor(config.config, device), trainable,
-                                               frozen, buffers, config.config.metrics);
+                       const std::vector<at::Tensor>& buffers, const PyZeroInit* zero_init) {
+             engine::EngineOptions options = OptionsFor(config.config, device);
+             if (zero_init != nullptr) options.sharded_init = zero_init->sharded_init();
+             return std::make_unique<PyEngine>(group, options, trainable, frozen, buffers,
+                                               config.config.metrics);
            }),
            py::arg("group"), py::arg("config"), py::arg("device"), py::arg("trainable"),
-           py::arg("frozen"), py::arg("buffers"), py::keep_alive<1, 2>())
+           py::arg("frozen"), py::arg("buffers"), py::arg("zero_init"), py::keep_alive<1, 2>(),
+           py::keep_alive<1, 8>())
       .def("begin_forward", &PyEngine::BeginForward)
       .def("end_forward", &PyEngine::EndForward)
       .def("backward", &PyEngine::Backward, py::arg("loss"))
@@ -168,6 +203,7 @@ void BindEngine(py::module_& m) {
       .def("load_checkpoint", &PyEngine::Load, py::arg("dir"), py::arg("tag"))
       .def("gather", &Gather, py::arg("params"), py::arg("modifier_rank"))
       .def_property_readonly("lr", [](PyEngine& e) { return e.engine().lr(); })
+      .def_property_readonly("next_lr", [](PyEngine& e) { return e.engine().next_lr(); })
       .def("set_lr", [](PyEngine& e, double lr) { e.engine().set_lr(lr); })
       .def_property_readonly("grad_norm", [](PyEngine& e) { return e.engine().last_grad_norm(); })
       .def_property_readonly("micro_steps", [](PyEngine& e) { return e.engine().micro_steps(); })

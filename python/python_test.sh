@@ -3,18 +3,28 @@
 # then scripts that `import zerotrain as deepspeed`: bad input raising what it names, a torch of
 # another version refused at import, Ctrl-C mid-training (KeyboardInterrupt, the newest
 # checkpoint loads), and tests/train_parity.py (stages 0-3 against a plain
-# torch.optim.AdamW loop, resume bitwise) under the real torchrun and DeepSpeed's launcher, with a
-# Hugging Face GPT2LMHeadModel at stage 3.
+# torch.optim.AdamW loop, resume bitwise) under the real torchrun, then the same script on
+# DeepSpeed 0.19.8 (the losses compared), and under DeepSpeed's launcher with a Hugging Face
+# GPT2LMHeadModel at stage 3; tests/config_paths.py (bf16, offload, a schedule) on both engines.
 #
-# Usage: python_test.sh <the wheel> <the venv's torch/ folder>
+# Two targets run it, each a part, so that neither ends the test phase alone:
+#   //python:python_test        basics (bad input, another torch, Ctrl-C) and parity (torchrun,
+#                               then DeepSpeed on the same script);
+#   //python:python_paths_test  paths (config_paths.py on both engines) and the DeepSpeed launcher.
+#
+# Usage: python_test.sh <basics,parity|paths> <the wheel> <the venv's torch/ folder>
+#        <tests/deepspeed/ds_oracle.py>
 set -euo pipefail
 say() { echo "python_test: $*"; }
 fail() {
   say "FAIL: $*"
   exit 1
 }
-WHEEL=$(realpath "$1")
-VENV_BIN=$(realpath "$2/../../../../bin")
+PARTS=",$1,"
+WHEEL=$(realpath "$2")
+VENV_BIN=$(realpath "$3/../../../../bin")
+ORACLE_DIR=$(dirname "$(realpath "$4")")
+part() { [[ "$PARTS" == *",$1,"* ]]; }
 TESTS=$(dirname "$(realpath "$0")")/tests
 [ -f "$TESTS/train_parity.py" ] || TESTS="$TEST_SRCDIR/$TEST_WORKSPACE/python/tests"
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/python.XXXXXX")
@@ -29,45 +39,100 @@ free_port() {
 export PYTHONPATH="$WORK/site"
 cd "$WORK"
 
-"$VENV_BIN/python" "$TESTS/bad_input.py" >bad_input.log 2>&1 ||
-  fail "bad_input.py: $(tail -n 8 bad_input.log)"
-say "$(tail -n 1 bad_input.log)"
+part_basics() {
+  "$VENV_BIN/python" "$TESTS/bad_input.py" >bad_input.log 2>&1 ||
+    fail "bad_input.py: $(tail -n 8 bad_input.log)"
+  say "$(tail -n 1 bad_input.log)"
 
-# Another torch than the one the extension was built against: one line naming both.
-cp -r "$WORK/site" "$WORK/other"
-sed -i 's/^TORCH_VERSION = .*/TORCH_VERSION = "0.0.1"/' "$WORK/other/zerotrain/_build_info.py"
-if PYTHONPATH="$WORK/other" "$VENV_BIN/python" -c 'import zerotrain' >other.log 2>&1; then
-  fail "import zerotrain built for torch 0.0.1 succeeded"
-fi
-grep -q "ImportError: zerotrain .* was built against torch 0.0.1, but this Python has torch 2" \
-  other.log || fail "another torch: $(tail -n 3 other.log)"
-say "another torch: refused at import"
+  # Another torch than the one the extension was built against: one line naming both.
+  cp -r "$WORK/site" "$WORK/other"
+  sed -i 's/^TORCH_VERSION = .*/TORCH_VERSION = "0.0.1"/' "$WORK/other/zerotrain/_build_info.py"
+  if PYTHONPATH="$WORK/other" "$VENV_BIN/python" -c 'import zerotrain' >other.log 2>&1; then
+    fail "import zerotrain built for torch 0.0.1 succeeded"
+  fi
+  grep -q "ImportError: zerotrain .* was built against torch 0.0.1, but this Python has torch 2" \
+    other.log || fail "another torch: $(tail -n 3 other.log)"
+  say "another torch: refused at import"
 
-# Ctrl-C while the engine works: KeyboardInterrupt, and the newest checkpoint loads.
-"$VENV_BIN/python" "$TESTS/interrupt.py" train "$WORK/int" >interrupt.log 2>&1 &
-pid=$!
-for _ in $(seq 600); do
-  grep -q '^saved 3$' interrupt.log && break
-  kill -0 "$pid" 2>/dev/null || fail "interrupt.py train ended: $(tail -n 8 interrupt.log)"
-  sleep 0.05
+  # Ctrl-C while the engine works: KeyboardInterrupt, and the newest checkpoint loads.
+  "$VENV_BIN/python" "$TESTS/interrupt.py" train "$WORK/int" >interrupt.log 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do
+    grep -q '^saved 3$' interrupt.log && break
+    kill -0 "$pid" 2>/dev/null || fail "interrupt.py train ended: $(tail -n 8 interrupt.log)"
+    sleep 0.05
+  done
+  kill -INT "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -ne 0 ] || fail "interrupt.py train exited 0 after SIGINT"
+  grep -q '^KeyboardInterrupt' interrupt.log || fail "no KeyboardInterrupt: $(tail -n 8 interrupt.log)"
+  "$VENV_BIN/python" "$TESTS/interrupt.py" resume "$WORK/int" >resume.log 2>&1 ||
+    fail "resume after Ctrl-C: $(tail -n 8 resume.log)"
+  say "Ctrl-C: KeyboardInterrupt; $(tail -n 1 resume.log)"
+}
+
+part_parity() {
+  "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/train_parity.py" --out "$WORK/tr" \
+    >torchrun.log 2>&1 || fail "torchrun: $(tail -n 20 torchrun.log)"
+  grep -q '^train_parity: OK' torchrun.log || fail "torchrun: no OK: $(tail -n 8 torchrun.log)"
+  say "torchrun, stages 0-3: $(grep -c 'matches torch AdamW' torchrun.log) of 4 match"
+
+  # The same script on DeepSpeed itself: the same per-step losses, stage by stage.
+  PYTHONPATH="$ORACLE_DIR" "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 \
+    "$TESTS/train_parity.py" --engine deepspeed --out "$WORK/oracle" >oracle.log 2>&1 ||
+    fail "the script on DeepSpeed: $(tail -n 20 oracle.log)"
+  "$VENV_BIN/python" - "$WORK/tr/losses_rank0.json" "$WORK/oracle/losses_rank0.json" <<'EOF' ||
+import json, sys
+got, want = (json.load(open(p)) for p in sys.argv[1:])
+assert got.keys() == want.keys(), (got.keys(), want.keys())
+for stage in want:
+    assert len(got[stage]) == len(want[stage]), stage
+    for i, (g, w) in enumerate(zip(got[stage], want[stage])):
+        assert abs(g - w) <= 1e-5 * abs(w), f"stage {stage}, micro-step {i}: {g} against {w}"
+EOF
+    fail "losses differ from DeepSpeed's"
+  say "DeepSpeed 0.19.8 on the same script: per-step losses equal within 1e-5, stages 0-3"
+}
+
+part_paths() {
+  # bf16, CPU offload, an LR schedule (and NVMe, against no offload): zerotrain against DeepSpeed.
+  mkdir -p "$WORK/paths" "$WORK/paths_oracle"
+  "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/config_paths.py" \
+    --out "$WORK/paths" >paths.log 2>&1 || fail "config_paths.py: $(tail -n 20 paths.log)"
+  PYTHONPATH="$ORACLE_DIR" "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 \
+    "$TESTS/config_paths.py" --engine deepspeed --out "$WORK/paths_oracle" >paths_oracle.log 2>&1 ||
+    fail "config_paths.py on DeepSpeed: $(tail -n 20 paths_oracle.log)"
+  "$VENV_BIN/python" - "$WORK/paths/paths_rank0.json" "$WORK/paths_oracle/paths_rank0.json" \
+    >paths_compare.log 2>&1 <<'EOF' || fail "config paths differ from DeepSpeed's: $(tail -n 3 paths_compare.log)"
+import json, sys
+got, want = (json.load(open(p)) for p in sys.argv[1:])
+assert got.keys() == want.keys(), (got.keys(), want.keys())
+for name in want:
+    bound = 1e-2 if name.startswith("bf16") else 1e-5
+    g, w = got[name], want[name]
+    assert len(g["losses"]) == len(w["losses"]), name
+    worst = max(abs(a - b) / abs(b) for a, b in zip(g["losses"], w["losses"]))
+    assert worst <= bound, f"{name}: losses differ by up to {worst:.2e} (bound {bound})"
+    for a, b in zip(g["lrs"], w["lrs"]):
+        assert abs(a - b) <= 1e-9 * abs(b) + 1e-15, f"{name}: lr {a} against {b}"
+    print(f"{name}: largest relative loss difference {worst:.1e}")
+EOF
+  say "bf16, CPU offload, WarmupLR against DeepSpeed; NVMe bitwise: $(paste -sd';' paths_compare.log)"
+
+  "$VENV_BIN/deepspeed" --num_gpus=2 --master_port="$(free_port)" "$TESTS/train_parity.py" \
+    --stages 3 --model gpt2 --out "$WORK/ds" >deepspeed.log 2>&1 ||
+    fail "deepspeed launcher: $(tail -n 20 deepspeed.log)"
+  grep -q 'train_parity: OK' deepspeed.log || fail "deepspeed: no OK: $(tail -n 8 deepspeed.log)"
+  say "deepspeed launcher, GPT2LMHeadModel at stage 3: matches torch AdamW, resume bitwise"
+}
+
+ran=0
+for p in basics parity paths; do
+  if part "$p"; then
+    "part_$p"
+    ran=1
+  fi
 done
-kill -INT "$pid"
-rc=0
-wait "$pid" || rc=$?
-[ "$rc" -ne 0 ] || fail "interrupt.py train exited 0 after SIGINT"
-grep -q '^KeyboardInterrupt' interrupt.log || fail "no KeyboardInterrupt: $(tail -n 8 interrupt.log)"
-"$VENV_BIN/python" "$TESTS/interrupt.py" resume "$WORK/int" >resume.log 2>&1 ||
-  fail "resume after Ctrl-C: $(tail -n 8 resume.log)"
-say "Ctrl-C: KeyboardInterrupt; $(tail -n 1 resume.log)"
-
-"$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/train_parity.py" --out "$WORK/tr" \
-  >torchrun.log 2>&1 || fail "torchrun: $(tail -n 20 torchrun.log)"
-grep -q '^train_parity: OK' torchrun.log || fail "torchrun: no OK: $(tail -n 8 torchrun.log)"
-say "torchrun, stages 0-3: $(grep -c 'matches torch AdamW' torchrun.log) of 4 match"
-
-"$VENV_BIN/deepspeed" --num_gpus=2 --master_port="$(free_port)" "$TESTS/train_parity.py" \
-  --stages 3 --model gpt2 --out "$WORK/ds" >deepspeed.log 2>&1 ||
-  fail "deepspeed launcher: $(tail -n 20 deepspeed.log)"
-grep -q 'train_parity: OK' deepspeed.log || fail "deepspeed: no OK: $(tail -n 8 deepspeed.log)"
-say "deepspeed launcher, GPT2LMHeadModel at stage 3: matches torch AdamW, resume bitwise"
+[ "$ran" -eq 1 ] || fail "no part named in '$1' (basics, parity, paths)"
 say "PASSED"

@@ -1,6 +1,6 @@
 """What zerotrain does not support, or cannot accept, is one Python exception naming it: a bad
 config value (ValueError naming the field), a client optimizer with no zerotrain equivalent or
-given twice, a model_parameters subset, zero.Init (NotImplementedError); and training_data's
+given twice, a model_parameters subset, zero.Init without a stage 3 config; and training_data's
 DataLoader. One process, no launcher. Prints "bad_input: OK".
 """
 import torch
@@ -44,7 +44,11 @@ def main():
     expect(NotImplementedError, "model_parameters",
            lambda: deepspeed.initialize(model=model, config=good,
                                         model_parameters=[model.weight]))
-    expect(NotImplementedError, "zero.Init", lambda: deepspeed.zero.Init())
+    expect(ValueError, "zero.Init: pass the stage 3 config", lambda: deepspeed.zero.Init())
+    expect(NotImplementedError, "remote_device=",
+           lambda: deepspeed.zero.Init(config_dict_or_path=good, remote_device="cpu"))
+    expect(ValueError, "partitioned construction is for ZeRO stage 3",
+           lambda: deepspeed.zero.Init(config_dict_or_path=good).__enter__())
     expect(ValueError, "no config", lambda: deepspeed.initialize(model=model))
     print("bad_input: OK")
 

@@ -17,6 +17,7 @@ from zerotrain import client_optimizer, comm
 
 _CLIENT_STATE_KEY = "python.client_state"  # the pickled dict save_checkpoint was given
 
+_pending_zero_init = None  # the newest zero.Init's parts, until an engine adopts them
 _engines = weakref.WeakSet()  # the live ZeroEngines, for zero.GatheredParameters
 
 
@@ -73,7 +74,10 @@ class ZeroEngine(torch.nn.Module):
         device = str(params[0].device) if params else "cpu"
         trainable, frozen, buffers = _model_tensors(module)
         self._trainable = [t for _, t, _ in trainable]
-        self._engine = _C.Engine(group, config, device, trainable, frozen, buffers)
+        # The parts zero.Init cut as this model was built, which the engine adopts (once).
+        global _pending_zero_init
+        zero_init, _pending_zero_init = _pending_zero_init, None
+        self._engine = _C.Engine(group, config, device, trainable, frozen, buffers, zero_init)
         _engines.add(self)
 
     # The forward scope is open while the module runs: stage 3 gathers what it reads.
@@ -112,7 +116,8 @@ class ZeroEngine(torch.nn.Module):
         return self._config.stage
 
     def get_lr(self):
-        return [self._engine.lr]
+        # As DeepSpeed's: after a step, the lr its scheduler set for the next one.
+        return [self._engine.next_lr]
 
     def get_global_grad_norm(self):
         return self._engine.grad_norm
@@ -185,7 +190,7 @@ class ZeroOptimizer:
 
     @property
     def param_groups(self):
-        return [{"params": self._engine._trainable, "lr": self._engine._engine.lr}]
+        return [{"params": self._engine._trainable, "lr": self._engine._engine.next_lr}]
 
     def set_lr(self, lr):
         self._engine._engine.set_lr(float(lr))

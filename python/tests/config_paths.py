@@ -1,0 +1,94 @@
+"""The config's other paths from Python, on zerotrain and (--engine deepspeed) on DeepSpeed 0.19.8:
+bf16 at stage 2, CPU offload of the optimizer and parameters at stage 3, a WarmupLR schedule at
+stage 1, each 8 steps of accumulation 2 on every rank of torchrun; rank 0 writes each case's
+per-micro-batch losses and lrs to OUT/paths_rank0.json, which python_test.sh compares between the
+two engines (1e-5 relative, bf16 1%). zerotrain alone also runs stage 3 with the optimizer and
+parameters on NVMe (under OUT), whose losses must equal the no-offload run's bitwise.
+
+Usage: config_paths.py --out DIR [--engine zerotrain|deepspeed]
+"""
+import argparse
+import json
+import os
+
+import torch
+
+STEPS, GAS, MICRO = 8, 2, 4
+
+
+def cases(out):
+    adam = {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}}
+    base = {"train_micro_batch_size_per_gpu": MICRO, "gradient_accumulation_steps": GAS,
+            "optimizer": adam}
+    nvme = {"device": "nvme", "nvme_path": os.path.join(out, "nvme")}
+    return {
+        "bf16_stage2": {**base, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}},
+        "offload_stage3": {**base, "zero_optimization": {
+            "stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"},
+            "stage3_param_persistence_threshold": 0}},
+        "warmup_stage1": {**base, "zero_optimization": {"stage": 1}, "scheduler": {
+            "type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-3,
+                                           "warmup_num_steps": 5}}},
+        "stage3": {**base, "zero_optimization": {"stage": 3,
+                                                 "stage3_param_persistence_threshold": 0}},
+        "nvme_stage3": {**base, "zero_optimization": {
+            "stage": 3, "offload_optimizer": dict(nvme), "offload_param": dict(nvme),
+            "stage3_param_persistence_threshold": 0}},
+    }
+
+
+def run(deepspeed, config, rank, world):
+    torch.manual_seed(11)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 3))
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                           config=config)
+    losses, lrs = [], []
+    for step in range(STEPS):
+        g = torch.Generator().manual_seed(500 + step)
+        x, y = torch.randn(world * MICRO * GAS, 12, generator=g), torch.randn(world * MICRO * GAS, 3,
+                                                                            generator=g)
+        for m in range(GAS):
+            lo = (m * world + rank) * MICRO
+            dtype = next(engine.module.parameters()).dtype
+            out = engine(x[lo:lo + MICRO].to(dtype)).float()
+            loss = torch.nn.functional.mse_loss(out, y[lo:lo + MICRO])
+            engine.backward(loss)
+            engine.step()
+            losses.append(loss.item())
+        lrs.append(engine.get_lr()[0])
+    return {"losses": losses, "lrs": lrs}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--engine", default="zerotrain", choices=["zerotrain", "deepspeed"])
+    args = ap.parse_args()
+    if args.engine == "deepspeed":
+        import deepspeed
+        import ds_oracle
+        ds_oracle.init_distributed(deepspeed)
+    else:
+        import zerotrain as deepspeed
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    results = {}
+    for name, config in cases(args.out).items():
+        if name.startswith("nvme") and args.engine == "deepspeed":
+            continue  # DeepSpeed's NVMe path needs its async_io op; zerotrain checks itself
+        if name.startswith("nvme"):
+            os.makedirs(config["zero_optimization"]["offload_param"]["nvme_path"], exist_ok=True)
+        results[name] = run(deepspeed, config, rank, world)
+    if args.engine == "zerotrain":
+        assert results["nvme_stage3"] == results["stage3"], "NVMe offload changed the losses"
+        del results["nvme_stage3"]
+    if rank == 0:
+        with open(os.path.join(args.out, "paths_rank0.json"), "w") as f:
+            json.dump(results, f)
+        print("config_paths: OK")
+    if args.engine == "deepspeed":
+        # Else a thread of torch's gloo group may outlive the interpreter: "terminate called".
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
