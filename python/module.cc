@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -91,6 +92,11 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly(
           "gradient_clipping",
           [](const LoadedConfig& c) { return c.config.engine.gradient_clipping; })
+      .def_property_readonly(
+          "has_scheduler",
+          [](const LoadedConfig& c) {
+            return !std::holds_alternative<std::monostate>(c.config.engine.lr_schedule);
+          })
       .def_property_readonly("comms_logger",
                              [](const LoadedConfig& c) { return c.config.comms_logger.enabled; })
       .def_property_readonly("comm_timeout_s",

@@ -5,7 +5,7 @@
 # checkpoint loads), and tests/train_parity.py (stages 0-3 against a plain
 # torch.optim.AdamW loop, resume bitwise) under the real torchrun, then the same script on
 # DeepSpeed 0.19.8 (the losses compared), and under DeepSpeed's launcher with a Hugging Face
-# GPT2LMHeadModel at stage 3; tests/config_paths.py (bf16, offload, a schedule) on both engines.
+# GPT2LMHeadModel and LlamaForCausalLM at stage 3; tests/config_paths.py (bf16, offload, a schedule) on both engines.
 #
 # Two targets run it, each a part, so that neither ends the test phase alone:
 #   //python:python_test        basics (bad input, another torch, Ctrl-C) and parity (torchrun,
@@ -86,10 +86,10 @@ part_parity() {
 import json, sys
 got, want = (json.load(open(p)) for p in sys.argv[1:])
 assert got.keys() == want.keys(), (got.keys(), want.keys())
-for stage in want:
-    assert len(got[stage]) == len(want[stage]), stage
-    for i, (g, w) in enumerate(zip(got[stage], want[stage])):
-        assert abs(g - w) <= 1e-5 * abs(w), f"stage {stage}, micro-step {i}: {g} against {w}"
+for case in want:
+    assert len(got[case]) == len(want[case]), case
+    for i, (g, w) in enumerate(zip(got[case], want[case])):
+        assert abs(g - w) <= 1e-5 * abs(w), f"{case}, micro-step {i}: {g} against {w}"
 EOF
     fail "losses differ from DeepSpeed's"
   say "DeepSpeed 0.19.8 on the same script: per-step losses equal within 1e-5, stages 0-3"
@@ -121,10 +121,14 @@ EOF
   say "bf16, CPU offload, WarmupLR against DeepSpeed; NVMe bitwise: $(paste -sd';' paths_compare.log)"
 
   "$VENV_BIN/deepspeed" --num_gpus=2 --master_port="$(free_port)" "$TESTS/train_parity.py" \
-    --stages 3 --model gpt2 --out "$WORK/ds" >deepspeed.log 2>&1 ||
+    --stages 3 --model gpt2,llama --out "$WORK/ds" >deepspeed.log 2>&1 ||
     fail "deepspeed launcher: $(tail -n 20 deepspeed.log)"
   grep -q 'train_parity: OK' deepspeed.log || fail "deepspeed: no OK: $(tail -n 8 deepspeed.log)"
-  say "deepspeed launcher, GPT2LMHeadModel at stage 3: matches torch AdamW, resume bitwise"
+  say "deepspeed launcher, GPT2LMHeadModel and LlamaForCausalLM at stage 3: match torch AdamW, resume bitwise"
+  # Its stage 3 checkpoint on one rank at stage 0: the same loss on the probe batch.
+  "$VENV_BIN/python" "$TESTS/reload_one_rank.py" "$WORK/ds/gpt2_stage3" >reload.log 2>&1 ||
+    fail "reload on one rank: $(tail -n 8 reload.log)"
+  say "$(tail -n 1 reload.log)"
 }
 
 ran=0

@@ -40,8 +40,10 @@ def cases(out):
 def run(deepspeed, config, rank, world):
     torch.manual_seed(11)
     model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 3))
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
-                                           config=config)
+    engine, _, _, scheduler = deepspeed.initialize(model=model,
+                                                   model_parameters=model.parameters(),
+                                                   config=config)
+    assert (scheduler is None) == ("scheduler" not in config), scheduler
     losses, lrs = [], []
     for step in range(STEPS):
         g = torch.Generator().manual_seed(500 + step)
@@ -56,6 +58,8 @@ def run(deepspeed, config, rank, world):
             engine.step()
             losses.append(loss.item())
         lrs.append(engine.get_lr()[0])
+        if scheduler is not None:
+            assert scheduler.get_last_lr() == engine.get_lr(), (scheduler.get_last_lr(), lrs)
     return {"losses": losses, "lrs": lrs}
 
 

@@ -1,18 +1,20 @@
 """A PyTorch script trained through zerotrain as DeepSpeed users write one, on every rank of a
 launcher (torchrun, deepspeed): for each ZeRO stage asked for, a small model's parameters after 12
 steps (accumulation 2, clipping) must match a plain single-process torch.optim.AdamW loop on the
-whole global batch within 1e-6 + 1e-5 * |w| (GPT-2: 1e-5 + 1e-5 * |w|, see main). Odd stages get
+whole global batch within 1e-6 + 1e-5 * |w| (GPT-2 and Llama from transformers: 1e-5 + 1e-5 * |w|,
+see main). Odd stages get
 that torch.optim.AdamW object itself, even ones the config's "optimizer" section. A run saved at
 step 6 and resumed in a fresh engine must give the uninterrupted run's losses bitwise and its
 client_state back; the engine's counters must say what DeepSpeed's say. Stage 2 also runs the
 config's csv_monitor, tensorboard and comms_logger: the CSV's per-step loss must be the
 reference's, and log_summary must list the stage's collectives. The MLP at stage 3 is built
-under zero.Init (partitioned as it is built). With --engine deepspeed the same runs on DeepSpeed
+under zero.Init (partitioned as it is built); at stage 3 GatheredParameters with modifier_rank 0
+changes a weight every rank then sees and trains from. With --engine deepspeed the same runs on DeepSpeed
 itself (no zero.Init, monitors or comms logger there); rank 0's per-micro-batch losses go to
 OUT/losses_rank0.json for python_test.sh to compare. Prints
 "train_parity: OK" on rank 0.
 
-Usage: train_parity.py --stages 0,1,2,3 --out DIR [--model mlp|gpt2] [--engine zerotrain|deepspeed]
+Usage: train_parity.py --stages 0,1,2,3 --out DIR [--model mlp,gpt2,llama] [--engine zerotrain|deepspeed]
 """
 import argparse
 import csv
@@ -35,20 +37,26 @@ def make_model(kind):
         cfg = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2,
                                       n_head=2, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
         return transformers.GPT2LMHeadModel(cfg)
+    if kind == "llama":
+        import transformers
+        cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                       num_hidden_layers=2, num_attention_heads=2,
+                                       num_key_value_heads=1, max_position_embeddings=16)
+        return transformers.LlamaForCausalLM(cfg)
     return torch.nn.Sequential(torch.nn.Linear(10, 24), torch.nn.Tanh(), torch.nn.Linear(24, 24),
                                torch.nn.Tanh(), torch.nn.Linear(24, 5))
 
 
 def global_batch(kind, step, size):
     g = torch.Generator().manual_seed(1000 + step)
-    if kind == "gpt2":
+    if kind != "mlp":
         ids = torch.randint(0, 64, (size, 16), generator=g)
         return ids, ids
     return torch.randn(size, 10, generator=g), torch.randn(size, 5, generator=g)
 
 
 def loss_of(kind, model, x, y):
-    if kind == "gpt2":
+    if kind != "mlp":
         return model(input_ids=x, labels=y).loss
     return torch.nn.functional.mse_loss(model(x), y)
 
@@ -86,6 +94,14 @@ def check_monitors(out, want_losses):
         assert float(r["lr"]) == LR and float(r["grad_norm"]) > 0, r
     events = os.listdir(os.path.join(out, "tb", "parity"))
     assert any(e.startswith("events.out.tfevents.") for e in events), events
+
+
+def probe_loss(kind, engine):
+    """The loss on a fixed batch, forward only: the same on any world size and stage for the same
+    parameters."""
+    x, y = global_batch(kind, 999, MICRO)
+    with torch.no_grad():
+        return loss_of(kind, engine, x, y).item()
 
 
 def config(stage, out=None):
@@ -148,9 +164,32 @@ def train(kind, stage, first, last, ckpt=None, resume=False, monitors=None):
             assert norm > 0, norm
         if ckpt is not None and not resume and step + 1 == SAVE_AT:
             engine.save_checkpoint(ckpt, client_state={"epoch": 3, "seen": [1, 2]})
+            # What reload_one_rank.py must see after loading this checkpoint on one rank (every
+            # rank runs the forward: stage 3 gathers in it).
+            probe = probe_loss(kind, engine)
+            if rank == 0:
+                with open(os.path.join(ckpt, "probe.json"), "w") as f:
+                    json.dump({"loss": probe}, f)
     assert engine.get_lr() == [LR] and optimizer.param_groups[0]["lr"] == LR
     with deepspeed.zero.GatheredParameters(list(model.parameters())):
         params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    if stage == 3:
+        # GatheredParameters with modifier_rank 0: rank 0's change is every rank's, and the next
+        # step trains from it (its loss is compared with DeepSpeed's too).
+        first = next(model.parameters())
+        with deepspeed.zero.GatheredParameters([first], modifier_rank=0):
+            if rank == 0:
+                with torch.no_grad():
+                    first.fill_(0.25)
+        with deepspeed.zero.GatheredParameters([first]):
+            assert bool((first == 0.25).all()), f"rank {rank} does not see rank 0's change"
+        x, y = global_batch(kind, last, world * MICRO * GAS)
+        for m in range(GAS):
+            lo = (m * world + rank) * MICRO
+            loss = loss_of(kind, engine, x[lo:lo + MICRO], y[lo:lo + MICRO])
+            engine.backward(loss)
+            engine.step()
+            losses.append(loss.item())
     return params, losses
 
 
@@ -162,7 +201,6 @@ def main():
     ap.add_argument("--local_rank", type=int, default=-1)  # DeepSpeed's launcher adds it
     ap.add_argument("--engine", default="zerotrain", choices=["zerotrain", "deepspeed"])
     args = ap.parse_args()
-    kind = args.model
     global deepspeed
     if args.engine == "deepspeed":
         # The oracle: the same script on DeepSpeed 0.19.8 (CPU, gloo), whose per-step losses
@@ -176,7 +214,7 @@ def main():
         deepspeed = zerotrain
     rank = int(os.environ["RANK"])
     all_losses = {}
-    for stage in [int(s) for s in args.stages.split(",")]:
+    for kind, stage in [(k, int(s)) for k in args.model.split(",") for s in args.stages.split(",")]:
         ckpt = os.path.join(args.out, f"{kind}_stage{stage}")
         zerotrain_only = deepspeed.__name__ == "zerotrain"
         monitors = os.path.join(args.out, "monitors") if stage == 2 and zerotrain_only else None
@@ -191,7 +229,7 @@ def main():
         # GPT-2's key bias gets a gradient that is zero in real arithmetic (softmax ignores a
         # shift shared by every key), so rounding noise is all AdamW sees there and it grows to
         # update size; 1e-5 is still 1% of one step's lr.
-        atol = 1e-5 if kind == "gpt2" else 1e-6
+        atol = 1e-5 if kind != "mlp" else 1e-6
         for name, w in want.items():
             g = got[name]
             assert g.shape == w.shape, (name, g.shape, w.shape)
@@ -199,7 +237,7 @@ def main():
             assert excess <= 0, f"stage {stage}: {name} differs from torch AdamW by {excess}"
         _, resumed = train(kind, stage, SAVE_AT, STEPS, ckpt, resume=True)
         assert resumed == losses[SAVE_AT * GAS:], (stage, resumed, losses[SAVE_AT * GAS:])
-        all_losses[stage] = losses
+        all_losses[f"{kind} stage {stage}"] = losses
         if rank == 0:
             print(f"train_parity: {kind} stage {stage}: matches torch AdamW, resume bitwise")
     if rank == 0:

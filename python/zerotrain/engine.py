@@ -202,6 +202,23 @@ class ZeroOptimizer:
         pass  # the engine owns the gradients and clears them after each step
 
 
+class ZeroLrScheduler:
+    """The lr_scheduler initialize returns when the config names one. The engine steps it at each
+    optimizer step, as DeepSpeed's engine steps its own; this reads it."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    def get_last_lr(self):
+        return [self._engine._engine.next_lr]
+
+    def get_lr(self):
+        return self.get_last_lr()
+
+    def step(self, *args, **kwargs):
+        raise RuntimeError("the config's scheduler is stepped by engine.step(), not directly")
+
+
 def _check_arguments(model, model_parameters, lr_scheduler, mpu, mesh_param):
     if model is None:
         raise ValueError("initialize: model is required")
@@ -248,4 +265,5 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
             training_data, num_replicas=group.world_size, rank=group.rank)
         loader = torch.utils.data.DataLoader(training_data, batch_size=loaded.micro_batch_size,
                                              sampler=sampler, collate_fn=collate_fn)
-    return engine, ZeroOptimizer(engine), loader, None
+    scheduler = ZeroLrScheduler(engine) if loaded.has_scheduler else None
+    return engine, ZeroOptimizer(engine), loader, scheduler
