@@ -12,6 +12,16 @@ if [ -z "${ZT_OWN_NAMESPACES:-}" ] && [ "$(id -u)" -eq 0 ]; then
 fi
 
 say() { echo "$TEST_NAME: $*"; }
+
+# launcher_test_setup <//trainer:main> <the venv's torch/ folder>: what torchrun_test and
+# launchers_test start with: MAIN, VENV_BIN, a WORK folder, and no rendezvous variable from the
+# test's own environment (each launcher says where the store is).
+launcher_test_setup() {
+  MAIN=$(realpath "$1")
+  VENV_BIN=$(realpath "$2/../../../../bin")
+  WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/launchers.XXXXXX")
+  unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK SLURM_PROCID
+}
 fail() {
   say "FAIL: $*"
   exit 1

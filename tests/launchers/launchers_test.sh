@@ -10,11 +10,7 @@ set -euo pipefail
 TEST_NAME=launchers_test
 # shellcheck source=tests/launchers/launcher_cases.sh
 source "$(dirname "$0")/launcher_cases.sh"
-MAIN=$(realpath "$1")
-VENV_BIN=$(realpath "$2/../../../../bin")
-WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/launchers.XXXXXX")
-# Each launcher says where the store is; none may come from the test's own environment.
-unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK SLURM_PROCID
+launcher_test_setup "$1" "$2"
 [ -x "$VENV_BIN/deepspeed" ] || fail "no $VENV_BIN/deepspeed: run tools/setup.sh"
 command -v mpirun >/dev/null || fail "no mpirun (Debian's openmpi-bin): run tools/setup.sh"
 start=$SECONDS

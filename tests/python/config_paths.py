@@ -8,16 +8,19 @@ parameters on NVMe (under OUT), whose losses must equal the no-offload run's bit
 Usage: config_paths.py --out DIR [--engine zerotrain|deepspeed]
 """
 import argparse
-import json
 import os
 
 import torch
+
+import engines
 
 STEPS, GAS, MICRO = 8, 2, 4
 
 
 def cases(out):
-    adam = {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}}
+    # torch_adam: DeepSpeed steps torch's AdamW (offloaded too), not the ops it would compile in
+    # every new venv (fused_adam, cpu_adam: ~100 CPU-s); zerotrain runs its own kernels either way.
+    adam = {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01, "torch_adam": True}}
     base = {"train_micro_batch_size_per_gpu": MICRO, "gradient_accumulation_steps": GAS,
             "optimizer": adam}
     nvme = {"device": "nvme", "nvme_path": os.path.join(out, "nvme")}
@@ -68,12 +71,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--engine", default="zerotrain", choices=["zerotrain", "deepspeed"])
     args = ap.parse_args()
-    if args.engine == "deepspeed":
-        import deepspeed
-        import ds_oracle
-        ds_oracle.init_distributed(deepspeed)
-    else:
-        import zerotrain as deepspeed
+    deepspeed = engines.load(args.engine)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     results = {}
     for name, config in cases(args.out).items():
@@ -85,13 +83,7 @@ def main():
     if args.engine == "zerotrain":
         assert results["nvme_stage3"] == results["stage3"], "NVMe offload changed the losses"
         del results["nvme_stage3"]
-    if rank == 0:
-        with open(os.path.join(args.out, "paths_rank0.json"), "w") as f:
-            json.dump(results, f)
-        print("config_paths: OK")
-    if args.engine == "deepspeed":
-        # Else a thread of torch's gloo group may outlive the interpreter: "terminate called".
-        torch.distributed.destroy_process_group()
+    engines.finish(args.engine, args.out, "paths_rank0.json", results, "config_paths: OK")
 
 
 if __name__ == "__main__":

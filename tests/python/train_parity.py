@@ -18,11 +18,12 @@ Usage: train_parity.py --stages 0,1,2,3 --out DIR [--model mlp,gpt2,llama] [--en
 """
 import argparse
 import csv
+import json
 import os
 
-import json
-
 import torch
+
+import engines
 
 deepspeed = None  # zerotrain, or with --engine deepspeed DeepSpeed itself (main imports it)
 
@@ -107,7 +108,10 @@ def probe_loss(kind, engine):
 def config(stage, out=None):
     c = {"train_micro_batch_size_per_gpu": MICRO, "gradient_accumulation_steps": GAS,
          "gradient_clipping": CLIP,
-         "optimizer": {"type": "AdamW", "params": {"lr": LR, "weight_decay": WD}},
+         # torch_adam: DeepSpeed steps torch's AdamW, not the ops it would compile in every
+         # new venv (fused_adam, cpu_adam: ~100 CPU-s); zerotrain's own kernel either way.
+         "optimizer": {"type": "AdamW",
+                       "params": {"lr": LR, "weight_decay": WD, "torch_adam": True}},
          "zero_optimization": {"stage": stage, "stage3_param_persistence_threshold": 0}}
     if out is not None:
         c["csv_monitor"] = {"enabled": True, "output_path": os.path.join(out, "csv"),
@@ -202,16 +206,9 @@ def main():
     ap.add_argument("--engine", default="zerotrain", choices=["zerotrain", "deepspeed"])
     args = ap.parse_args()
     global deepspeed
-    if args.engine == "deepspeed":
-        # The oracle: the same script on DeepSpeed 0.19.8 (CPU, gloo), whose per-step losses
-        # python_test.sh compares with zerotrain's. ds_oracle is on PYTHONPATH there.
-        import deepspeed as ds
-        import ds_oracle
-        ds_oracle.init_distributed(ds)
-        deepspeed = ds
-    else:
-        import zerotrain
-        deepspeed = zerotrain
+    # With --engine deepspeed, the oracle: the same script on DeepSpeed 0.19.8 (CPU, gloo), whose
+    # per-step losses python_test.sh compares with zerotrain's.
+    deepspeed = engines.load(args.engine)
     rank = int(os.environ["RANK"])
     all_losses = {}
     for kind, stage in [(k, int(s)) for k in args.model.split(",") for s in args.stages.split(",")]:
@@ -240,13 +237,7 @@ def main():
         all_losses[f"{kind} stage {stage}"] = losses
         if rank == 0:
             print(f"train_parity: {kind} stage {stage}: matches torch AdamW, resume bitwise")
-    if rank == 0:
-        with open(os.path.join(args.out, "losses_rank0.json"), "w") as f:
-            json.dump(all_losses, f)
-        print("train_parity: OK")
-    if args.engine == "deepspeed":
-        # Else a thread of torch's gloo group outlives the interpreter: "terminate called".
-        torch.distributed.destroy_process_group()
+    engines.finish(args.engine, args.out, "losses_rank0.json", all_losses, "train_parity: OK")
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@
 # DeepSpeed 0.19.8 (the losses compared), and under DeepSpeed's launcher with a Hugging Face
 # GPT2LMHeadModel and LlamaForCausalLM at stage 3; tests/config_paths.py (bf16, offload, a schedule) on both engines.
 #
-# Two targets run it, each a part, so that neither ends the test phase alone:
-#   //python:python_test        basics (bad input, another torch, Ctrl-C) and parity (torchrun,
+# Two targets (tests/python/BUILD) run it, each a part, so that neither ends the test phase alone:
+#   //tests/python:python_test        basics (bad input, another torch, Ctrl-C) and parity (torchrun,
 #                               then DeepSpeed on the same script);
-#   //python:python_paths_test  paths (config_paths.py on both engines) and the DeepSpeed launcher.
+#   //tests/python:python_paths_test  paths (config_paths.py on both engines) and the DeepSpeed launcher.
 #
 # Usage: python_test.sh <basics,parity|paths> <the wheel> <the venv's torch/ folder>
 #        <tests/deepspeed/ds_oracle.py>
@@ -25,8 +25,8 @@ WHEEL=$(realpath "$2")
 VENV_BIN=$(realpath "$3/../../../../bin")
 ORACLE_DIR=$(dirname "$(realpath "$4")")
 part() { [[ "$PARTS" == *",$1,"* ]]; }
-TESTS=$(dirname "$(realpath "$0")")/tests
-[ -f "$TESTS/train_parity.py" ] || TESTS="$TEST_SRCDIR/$TEST_WORKSPACE/python/tests"
+TESTS=$(dirname "$(realpath "$0")")
+[ -f "$TESTS/train_parity.py" ] || TESTS="$TEST_SRCDIR/$TEST_WORKSPACE/tests/python"
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/python.XXXXXX")
 unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT
 export OMP_NUM_THREADS=1 DEEPSPEED_TIMEOUT=2

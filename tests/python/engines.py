@@ -1,0 +1,29 @@
+"""What the test scripts share: the engine they run on (zerotrain, or DeepSpeed 0.19.8 itself as
+the oracle, with ds_oracle's init_distributed on PYTHONPATH) and how they hand their results to
+python_test.sh."""
+import json
+import os
+
+import torch
+
+
+def load(name):
+    """The module a script calls `deepspeed`: zerotrain, or (name "deepspeed") DeepSpeed."""
+    if name == "deepspeed":
+        import deepspeed
+        import ds_oracle
+        ds_oracle.init_distributed(deepspeed)
+        return deepspeed
+    import zerotrain
+    return zerotrain
+
+
+def finish(name, out, file_name, results, banner):
+    """Rank 0 writes `results` to OUT/file_name and prints the banner; then DeepSpeed's process
+    group goes, or a thread of torch's gloo group outlives the interpreter ("terminate called")."""
+    if int(os.environ["RANK"]) == 0:
+        with open(os.path.join(out, file_name), "w") as f:
+            json.dump(results, f)
+        print(banner, flush=True)
+    if name == "deepspeed":
+        torch.distributed.destroy_process_group()
