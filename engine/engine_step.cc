@@ -166,9 +166,9 @@ absl::Status Engine::Step() {
     status = absl::InternalError(e.what_without_backtrace());
   }
   reducer_->Zero();
-  // What the step freed (this step's gathers, buckets, gradients) goes back to the system rather
-  // than waiting in a cache or glibc's heaps: RSS between steps is the live set.
-  ReturnFreedHostMemory();
+  // What the last steps freed and this one did not take again goes back to the system; what this
+  // step freed (its activations, gathers, buckets) stays mapped for the next, which takes it.
+  ReturnIdleHostMemory();
   clock_->EndStep();
   if (!status.ok()) {
     // Ranks may have stepped different shards, or some gathered and others not.

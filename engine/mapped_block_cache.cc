@@ -76,7 +76,7 @@ void MappedBlockCache::Give(void* data, size_t bytes) {
   const size_t size = Rounded(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.live -= static_cast<int64_t>(size);
-  free_.push_back({data, size});
+  free_.push_back({data, size, marks_});
   by_size_.emplace(size, std::prev(free_.end()));
   stats_.cached += static_cast<int64_t>(size);
 }
@@ -90,6 +90,17 @@ void MappedBlockCache::Release() {
     stats_.cached = 0;
   }
   for (const Block& b : all) Unmap(b.data, b.bytes);
+}
+
+void MappedBlockCache::ReleaseIdle() {
+  std::vector<Block> idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Blocks are cached in the order they were given back, so the idle ones come first.
+    while (!free_.empty() && free_.front().mark < marks_) idle.push_back(PopOldest());
+    ++marks_;
+  }
+  for (const Block& b : idle) Unmap(b.data, b.bytes);
 }
 
 MappedBlockStats MappedBlockCache::stats() const {

@@ -37,16 +37,23 @@ class MappedBlockCache {
   void* Take(size_t bytes);
   // Hands back a block Take returned, with the size asked for then.
   void Give(void* data, size_t bytes);
-  // Unmaps every cached block: what a caller does where its live set is at its low (the engine,
-  // at the end of each optimizer step and save), so that RSS comes down to it.
+  // Unmaps every cached block: what a caller does where its live set is at its low and what comes
+  // next allocates other sizes (the engine after a save, the trainer after an eval), so that RSS
+  // comes down to it.
   void Release();
+  // Unmaps the blocks that were cached already at the previous call and have not been taken
+  // since, and keeps the rest: what a loop frees and takes again each iteration (the engine calls
+  // it at each optimizer step: activations, gathers, buckets) stays mapped, where unmapping it
+  // cost every forward its page faults again; what one phase left behind goes by the second call.
+  void ReleaseIdle();
 
   MappedBlockStats stats() const;
 
  private:
   struct Block {
     void* data;
-    size_t bytes;  // rounded to pages
+    size_t bytes;   // rounded to pages
+    uint64_t mark;  // ReleaseIdle calls before it was given back
   };
   static size_t Rounded(size_t bytes);
   // With mu_ held.
@@ -56,6 +63,7 @@ class MappedBlockCache {
   const double slack_;
   mutable std::mutex mu_;
   std::list<Block> free_;  // oldest first
+  uint64_t marks_ = 0;     // ReleaseIdle calls so far
   std::unordered_multimap<size_t, std::list<Block>::iterator> by_size_;
   MappedBlockStats stats_;
 };

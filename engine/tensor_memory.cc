@@ -147,4 +147,9 @@ void ReturnFreedHostMemory() {
   malloc_trim(0);
 }
 
+void ReturnIdleHostMemory() {
+  Cache().ReleaseIdle();
+  malloc_trim(0);
+}
+
 }  // namespace zerotrain::engine

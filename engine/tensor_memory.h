@@ -41,10 +41,17 @@ int64_t ResidentHostBytes();
 
 // Gives the pages of freed host memory back to the system: the cache of mapped blocks above, and
 // glibc's free pages (malloc_trim, every arena) for what the counter does not map or what was
-// allocated before its install. Engine::Step (at each optimizer step) and SaveCheckpoint call it,
-// where the live set is at its low, and //trainer:main after each eval; it costs the page faults
-// of touching those pages again. Fixing glibc's thresholds instead (mallopt) cost the default run
-// 15-20% in mapping and unmapping every mid-sized tensor, without a cache to reuse them.
+// allocated before its install. SaveCheckpoint and Engine::Create call it, and //trainer:main
+// after each eval: where the live set is at its low and what comes next allocates other sizes.
+// It costs the page faults of touching those pages again. Fixing glibc's thresholds instead
+// (mallopt) cost the default run 15-20% in mapping and unmapping every mid-sized tensor, without
+// a cache to reuse them.
 void ReturnFreedHostMemory();
+// What Engine::Step calls at each optimizer step: the same, but the cached blocks that the step
+// just freed stay for the next one, which takes them again (MappedBlockCache::ReleaseIdle).
+// Unmapping them each step cost a GPT-2 forward from Python 20% of its time in page faults.
+// Peak RSS is the same either way: the cache never maps more than the most ever live at once
+// (and 1/16); RSS between steps is the live set and the blocks the last step freed.
+void ReturnIdleHostMemory();
 
 }  // namespace zerotrain::engine

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/tensor_memory.h"
 #include "partition/sharded_init.h"
 #include "tools/status_macros.h"
 
@@ -22,6 +23,10 @@ absl::StatusOr<std::unique_ptr<ZeroInit>> ZeroInit::Create(comm::ProcessGroup* g
                      "stage ",
                      options->stage));
   }
+  // Before the model's tensors exist: the full values freed as each part is cut then go back to
+  // the system. In glibc's heaps their holes were left behind by the small allocations between
+  // them, and a rank's RSS rose by nearly a whole layer per layer (rank 0 held the model's bytes).
+  InstallCpuTensorCounter();
   auto init =
       std::make_unique<partition::ShardedInit>(group, Stage3BucketNumel(*options), options->stage3);
   const ParamOffloadOptions& param = options->offload_param;

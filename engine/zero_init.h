@@ -31,6 +31,8 @@ class ZeroInit {
   // bucket size Engine::Create will use, written to swap files under offload_param's nvme_path as
   // they are cut when the parameters are offloaded to NVMe (an unusable directory fails here).
   // Sets options->sharded_init; the ZeroInit must outlive the Engine created with `options`.
+  // Installs the CPU tensor counter (tensor_memory.h), so that memory is counted and mapped as
+  // the model is built, and a rank's RSS follows its parts rather than the freed whole values.
   static absl::StatusOr<std::unique_ptr<ZeroInit>> Create(comm::ProcessGroup* group,
                                                           EngineOptions* options);
   ~ZeroInit();

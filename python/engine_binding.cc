@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,7 +47,8 @@ class PyEngine {
     absl::StatusOr<std::unique_ptr<StepMonitor>> monitor;
     {
       py::gil_scoped_release release;
-      monitor = StepMonitor::Create(metrics, group, engine_.get());
+      monitor = StepMonitor::Create(metrics, group, engine_.get(),
+                                    options.precision == engine::Precision::kFloat16);
     }
     monitor_ = Check(std::move(monitor));
   }
@@ -61,7 +63,9 @@ class PyEngine {
     absl::Status s;
     {
       py::gil_scoped_release release;
+      const auto start = std::chrono::steady_clock::now();
       s = engine_->Backward(loss);
+      engine_seconds_ += SecondsSince(start);
     }
     Check(s);
     if (monitor_ != nullptr) monitor_->AddMicroLoss(loss.detach().item<double>());
@@ -71,9 +75,11 @@ class PyEngine {
     absl::Status s;
     {
       py::gil_scoped_release release;
+      const auto start = std::chrono::steady_clock::now();
       const bool boundary = engine_->at_accumulation_boundary();
       s = engine_->Step();
       if (s.ok() && boundary && monitor_ != nullptr) s = monitor_->AfterStep();
+      engine_seconds_ += SecondsSince(start);
     }
     Check(s);
   }
@@ -98,8 +104,16 @@ class PyEngine {
   }
 
   engine::Engine& engine() { return *engine_; }
+  // Seconds the C++ engine (and the monitors) spent inside backward() and step() so far: what
+  // Python's wall time of those calls adds to it is the binding's own cost.
+  double engine_seconds() const { return engine_seconds_; }
 
  private:
+  static double SecondsSince(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  double engine_seconds_ = 0;
   std::unique_ptr<engine::Engine> engine_;
   std::optional<engine::Engine::ForwardScope> scope_;
   std::unique_ptr<StepMonitor> monitor_;  // null when the config turns no monitor on
@@ -212,6 +226,7 @@ void BindEngine(py::module_& m) {
       .def_property_readonly("skipped_steps",
                              [](PyEngine& e) { return e.engine().skipped_steps(); })
       .def_property_readonly("loss_scale", [](PyEngine& e) { return e.engine().loss_scale(); })
+      .def_property_readonly("engine_seconds", &PyEngine::engine_seconds)
       .def_property_readonly("at_accumulation_boundary",
                              [](PyEngine& e) { return e.engine().at_accumulation_boundary(); })
       .def("full_shape", [](PyEngine& e, const at::Tensor& p) { return e.engine().FullShape(p); });

@@ -5,23 +5,20 @@
 
 #include <vector>
 
+#include "monitor/step_scalars.h"
 #include "tools/status_macros.h"
 
 namespace zerotrain::python {
 
 absl::StatusOr<std::unique_ptr<StepMonitor>> StepMonitor::Create(
-    const monitor::MetricsOptions& options, comm::ProcessGroup* group,
-    const engine::Engine* engine) {
+    const monitor::MetricsOptions& options, comm::ProcessGroup* group, const engine::Engine* engine,
+    bool fp16) {
   if (!options.csv && !options.tensorboard) return nullptr;
   std::unique_ptr<monitor::MetricsSink> sink;
   if (group->rank() == 0) {
-    const std::vector<std::string> columns = {
-        monitor::names::kLoss,          monitor::names::kLr,
-        monitor::names::kLossScale,     monitor::names::kGradNorm,
-        monitor::names::kSamplesPerSec, monitor::names::kMsPerStep};
-    ZT_ASSIGN_OR_RETURN(sink, monitor::MetricsSink::Create(options, columns));
+    ZT_ASSIGN_OR_RETURN(sink, monitor::MetricsSink::Create(options, monitor::StepColumns()));
   }
-  return std::unique_ptr<StepMonitor>(new StepMonitor(group, engine, std::move(sink)));
+  return std::unique_ptr<StepMonitor>(new StepMonitor(group, engine, fp16, std::move(sink)));
 }
 
 absl::Status StepMonitor::AfterStep() {
@@ -33,22 +30,19 @@ absl::Status StepMonitor::AfterStep() {
   const double seconds = std::chrono::duration<double>(now - last_).count();
   last_ = now;
   if (sink_ == nullptr) return absl::OkStatus();
-  const double loss = mean.item<double>();
+  monitor::StepValues values;
+  values.loss = mean.item<double>();
+  values.lr = engine_->lr();
+  values.loss_scale = engine_->loss_scale();
+  values.grad_norm = engine_->last_grad_norm();
+  values.seconds = seconds;
+  values.train_batch_size = engine_->batch().train_batch_size;
+  values.fp16 = fp16_;
+  // DeepSpeed counts every boundary as a step, a skipped fp16 one too.
   const int64_t step = engine_->optimizer_steps() + engine_->skipped_steps();
-  const int64_t batch = engine_->batch().train_batch_size;
-  const std::vector<monitor::Scalar> row = {
-      {monitor::names::kLoss, loss},
-      {monitor::names::kLr, engine_->lr()},
-      {monitor::names::kLossScale, engine_->loss_scale()},
-      {monitor::names::kGradNorm, engine_->last_grad_norm()},
-      {monitor::names::kSamplesPerSec, seconds > 0 ? batch / seconds : 0.0},
-      {monitor::names::kMsPerStep, 1e3 * seconds},
-  };
-  ZT_RETURN_IF_ERROR(sink_->Write(step, row));
-  const std::vector<monitor::Scalar> ds = {{monitor::names::kDsTrainLoss, loss},
-                                           {monitor::names::kDsLr, engine_->lr()},
-                                           {monitor::names::kDsLossScale, engine_->loss_scale()}};
-  return sink_->WriteTensorBoardOnly(step * batch, ds);
+  ZT_RETURN_IF_ERROR(sink_->Write(step, monitor::StepScalars(values)));
+  return sink_->WriteTensorBoardOnly(step * values.train_batch_size,
+                                     monitor::DeepSpeedScalars(values));
 }
 
 }  // namespace zerotrain::python

@@ -1,7 +1,8 @@
 // StepMonitor: the config's csv_monitor and tensorboard sections for a Python script, as
-// //trainer:main writes them: after each optimizer step the step's loss (the mean of its
-// micro-batches' losses over every rank), lr, loss scale, gradient norm and throughput, one CSV row
-// per step, and DeepSpeed's own tags (Train/Samples/train_loss, ...) indexed by samples seen.
+// //trainer:main writes them (monitor/step_scalars.h): after each optimizer step the step's loss
+// (the mean of its micro-batches' losses over every rank), lr, loss scale, gradient norm and
+// throughput, one CSV row per step, and DeepSpeed's own tags (Train/Samples/train_loss, ...)
+// indexed by samples seen.
 #pragma once
 
 #include <chrono>
@@ -17,10 +18,12 @@ namespace zerotrain::python {
 
 class StepMonitor {
  public:
-  // Null when both monitors are off. Collective (every rank gets one, rank 0 the files).
+  // Null when both monitors are off. Collective (every rank gets one, rank 0 the files). `fp16`:
+  // the engine's precision is fp16 (DeepSpeed's loss-scale tag is written then only).
   static absl::StatusOr<std::unique_ptr<StepMonitor>> Create(const monitor::MetricsOptions& options,
                                                              comm::ProcessGroup* group,
-                                                             const engine::Engine* engine);
+                                                             const engine::Engine* engine,
+                                                             bool fp16);
 
   void AddMicroLoss(double loss) {
     loss_sum_ += loss;
@@ -30,12 +33,13 @@ class StepMonitor {
   absl::Status AfterStep();
 
  private:
-  StepMonitor(comm::ProcessGroup* group, const engine::Engine* engine,
+  StepMonitor(comm::ProcessGroup* group, const engine::Engine* engine, bool fp16,
               std::unique_ptr<monitor::MetricsSink> sink)
-      : group_(group), engine_(engine), sink_(std::move(sink)) {}
+      : group_(group), engine_(engine), fp16_(fp16), sink_(std::move(sink)) {}
 
   comm::ProcessGroup* group_;
   const engine::Engine* engine_;
+  bool fp16_;
   std::unique_ptr<monitor::MetricsSink> sink_;  // rank 0's; null elsewhere
   double loss_sum_ = 0;
   int64_t micro_losses_ = 0;

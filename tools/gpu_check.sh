@@ -15,7 +15,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 #   "engine_cuda        //engine:engine_cuda_test"    (in the list below)
 #   "trainer_cuda       //trainer:main --config=trainer/configs/cuda.pbtxt --nproc_per_node=1"
 # (the binary's own flags, no "--" as after `bazel run`; a config outside trainer/configs also
-# goes under DATA below).
+# goes under DATA below). A target "python:FILE" is a script run by the machine's python3 with the
+# staged Python package (zerotrain, its extension built here) on PYTHONPATH; FILE goes under DATA.
 CHECKS=(
   "pinned_host_pool   //offload:pinned_host_pool_test"
   "nccl_backend       //comm:nccl_backend_test"
@@ -26,12 +27,13 @@ CHECKS=(
   "engine_cuda        //engine:engine_cuda_test"
   "engine_cuda_offload //engine:engine_cuda_offload_test"
   "trainer_cuda       //trainer:main_cuda_test bin/trainer/main"
+  "python_cuda        python:tests/python/cuda_train.py"
 )
 # Built and staged although no check runs them yet.
-EXTRA_TARGETS=(//trainer:main)
+EXTRA_TARGETS=(//trainer:main //python:_C.so)
 # Files and folders the checks read, copied to the same relative paths under .gpu/ (the GPU
 # benchmark, tools/gpu_bench.sh, is staged with them and uses //trainer:main).
-DATA=(trainer/configs tools/gpu_bench.sh tools/gpu_bench_peer.py)
+DATA=(trainer/configs tools/gpu_bench.sh tools/gpu_bench_peer.py tests/python/cuda_train.py)
 
 # Limits on the GPU machine: each check, and the whole run (the device tool's budget is short).
 CHECK_TIMEOUT_S=${GPU_CHECK_TIMEOUT_S:-150}
@@ -93,12 +95,13 @@ stage() {
   local targets=() line name target
   for line in "${CHECKS[@]}"; do
     read -r name target _ <<<"$line"
+    [[ "$target" == python:* ]] && continue
     [[ " ${targets[*]-} " == *" $target "* ]] || targets+=("$target")
   done
   targets+=("${EXTRA_TARGETS[@]}")
   # Our own libraries linked in statically, so the binaries need only shared libraries that are
   # not ours: LibTorch, CUDA and Debian's (copied below).
-  bazel build --config=cuda --dynamic_mode=off "${targets[@]}"
+  bazel build --config=cuda --dynamic_mode=off "${targets[@]}" //python:build_info
   local home
   home=$(sed -n 's/^LIBTORCH_HOME = ["'"'"']\(.*\)["'"'"']$/\1/p' \
     "$(bazel info output_base)/external/libtorch/version.bzl")
@@ -138,6 +141,11 @@ stage() {
     cp -L "$path" "$gpu/lib/$name"
   done < <(needed_libs "${bins[@]}")
   [ "$missing" = 0 ] || die "some libraries are missing on this machine"
+
+  # The Python package as the wheel lays it out, with the extension built above.
+  mkdir -p "$gpu/python/zerotrain"
+  cp python/zerotrain/*.py bazel-bin/python/zerotrain/_build_info.py "$gpu/python/zerotrain/"
+  cp "$gpu/bin/python/_C.so" "$gpu/python/zerotrain/_C.so"
 
   local d
   for d in "${DATA[@]}"; do
@@ -184,10 +192,19 @@ torch.version.cuda, "devices", torch.cuda.device_count())'
   local passed=0 failed=0 skipped=0 start=$SECONDS line name target args
   for line in "${CHECKS[@]}"; do
     read -r name target args <<<"$line"
-    local bin log="$logs/$name.log"
+    local bin log="$logs/$name.log" command=()
     bin="$gpu/bin/$(target_path "$target")"
+    # args are word-split on purpose, but not globbed (--gtest_filter=Suite.*)
+    set -f
+    # shellcheck disable=SC2206
+    command=("$bin" $args)
+    set +f
+    if [[ "$target" == python:* ]]; then
+      bin="$gpu/${target#python:}"
+      command=(env "PYTHONPATH=$gpu/python" python3 -W ignore "$bin")
+    fi
     local left=$((BUDGET_S - (SECONDS - start)))
-    if [ ! -x "$bin" ]; then
+    if [ ! -e "$bin" ]; then
       echo "FAIL $name (not staged: $target; run stage again)"
       failed=$((failed + 1))
       continue
@@ -199,15 +216,17 @@ torch.version.cuda, "devices", torch.cuda.device_count())'
     fi
     local limit=$((left < CHECK_TIMEOUT_S ? left : CHECK_TIMEOUT_S)) rc=0 tmp
     tmp=$(mktemp -d)
-    # shellcheck disable=SC2086  # args are word-split on purpose
-    (set -f && cd "$gpu" && TEST_TMPDIR="$tmp" timeout -k 10 "$limit" "$bin" $args) >"$log" 2>&1 ||
+    (set -f && cd "$gpu" && TEST_TMPDIR="$tmp" timeout -k 10 "$limit" "${command[@]}") >"$log" 2>&1 ||
       rc=$?
     rm -rf "$tmp"
     # A gtest binary that ran nothing but skipped tests says so; a partly skipped one passed.
     local ran skips
     ran=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "$log" | tail -n 1)
     skips=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?,.*/\1/p' "$log" | tail -n 1)
-    if [ "$rc" != 0 ]; then
+    if [ "$rc" = 77 ] && [[ "$target" == python:* ]]; then
+      echo "SKIP $name ($(tail -n 1 "$log"))"
+      skipped=$((skipped + 1))
+    elif [ "$rc" != 0 ]; then
       [ "$rc" = 124 ] && echo "FAIL $name (timed out after ${limit}s)" || echo "FAIL $name ($rc)"
       tail -n 30 "$log" | sed 's/^/    /'
       failed=$((failed + 1))

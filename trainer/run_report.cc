@@ -14,6 +14,7 @@
 #include "models/tokenizer.h"
 #include "monitor/device_memory_stats.h"
 #include "monitor/memory_stats.h"
+#include "monitor/step_scalars.h"
 #include "recompute/activation_checkpoint.h"
 #include "tools/status_macros.h"
 #include "trainer/bucket_notes.h"
@@ -187,19 +188,23 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
   if (group_->rank() != 0) return absl::OkStatus();
   const double samples = static_cast<double>(engine_.batch().train_batch_size);
   const engine::StepTimes& t = engine_.last_step_times();
-  std::vector<monitor::Scalar> row = {
-      {monitor::names::kLoss, loss},
-      {monitor::names::kLr, engine_.lr()},
-      {monitor::names::kLossScale, engine_.loss_scale()},
-      {monitor::names::kGradNorm, engine_.last_grad_norm()},
-      {monitor::names::kSamplesPerSec, samples / seconds},
-      {monitor::names::kTokensPerSec, samples * models::TokensPerSample(config_.model) / seconds},
-      {monitor::names::kMsPerStep, 1e3 * seconds},
-      {monitor::names::kForwardMs, 1e3 * t.forward},
-      {monitor::names::kBackwardMs, 1e3 * t.backward},
-      {monitor::names::kCommMs, 1e3 * (t.backward_comm + t.allgather)},
-      {monitor::names::kStepMs, 1e3 * t.step},
-  };
+  monitor::StepValues values;
+  values.loss = loss;
+  values.lr = engine_.lr();
+  values.loss_scale = engine_.loss_scale();
+  values.grad_norm = engine_.last_grad_norm();
+  values.seconds = seconds;
+  values.train_batch_size = engine_.batch().train_batch_size;
+  values.fp16 = config_.engine.precision == engine::Precision::kFloat16;
+  std::vector<monitor::Scalar> row = monitor::StepScalars(values);
+  row.insert(row.end(), {
+                            {monitor::names::kTokensPerSec,
+                             samples * models::TokensPerSample(config_.model) / seconds},
+                            {monitor::names::kForwardMs, 1e3 * t.forward},
+                            {monitor::names::kBackwardMs, 1e3 * t.backward},
+                            {monitor::names::kCommMs, 1e3 * (t.backward_comm + t.allgather)},
+                            {monitor::names::kStepMs, 1e3 * t.step},
+                        });
   if (print) {
     row.push_back({monitor::names::kRssMb, memory.rss / kMiB});
     row.push_back({monitor::names::kPeakRssMb, memory.peak_rss / kMiB});
@@ -217,12 +222,7 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
   ZT_RETURN_IF_ERROR(sink_->Write(step, row));
   // DeepSpeed's monitor tags, indexed by samples seen, for dashboards built on DeepSpeed runs.
   const int64_t seen = step * engine_.batch().train_batch_size;
-  std::vector<monitor::Scalar> ds = {{monitor::names::kDsTrainLoss, loss},
-                                     {monitor::names::kDsLr, engine_.lr()}};
-  if (config_.engine.precision == engine::Precision::kFloat16) {
-    ds.push_back({monitor::names::kDsLossScale, engine_.loss_scale()});
-  }
-  return sink_->WriteTensorBoardOnly(seen, ds);
+  return sink_->WriteTensorBoardOnly(seen, monitor::DeepSpeedScalars(values));
 }
 
 void RunReport::PrintProgress(int64_t step, double loss, double seconds,

@@ -129,6 +129,11 @@ class ZeroEngine(torch.nn.Module):
         return self._engine.optimizer_steps + self._engine.skipped_steps
 
     @property
+    def skipped_steps(self):
+        # Boundaries whose fp16 gradients overflowed: the step was skipped, the loss scale cut.
+        return self._engine.skipped_steps
+
+    @property
     def global_samples(self):
         return self.global_steps * self.train_batch_size()
 

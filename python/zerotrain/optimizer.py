@@ -12,6 +12,13 @@ class ZeroOptimizer:
     def param_groups(self):
         return [{"params": self._engine._trainable, "lr": self._engine._engine.next_lr}]
 
+    @property
+    def loss_scale(self):
+        # fp16's current loss scale (1 at other precisions), as DeepSpeed's ZeRO optimizers read.
+        return self._engine._engine.loss_scale
+
+    cur_scale = loss_scale
+
     def set_lr(self, lr):
         self._engine._engine.set_lr(float(lr))
 

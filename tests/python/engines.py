@@ -1,10 +1,22 @@
 """What the test scripts share: the engine they run on (zerotrain, or DeepSpeed 0.19.8 itself as
 the oracle, with ds_oracle's init_distributed on PYTHONPATH) and how they hand their results to
 python_test.sh."""
+import argparse
 import json
 import os
 
 import torch
+
+
+def start(parser=None):
+    """A script's arguments with those every script takes (--out DIR, --engine, and the
+    --local_rank DeepSpeed's launcher adds), and the engine it names, loaded."""
+    parser = parser or argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--engine", default="zerotrain", choices=["zerotrain", "deepspeed"])
+    parser.add_argument("--local_rank", type=int, default=-1)
+    args = parser.parse_args()
+    return args, load(args.engine)
 
 
 def load(name):

@@ -1,19 +1,22 @@
 #!/bin/bash
 # The Python front end as its users get it: //python:wheel installed by the project venv's pip,
-# then scripts that `import zerotrain as deepspeed`: bad input raising what it names, a torch of
-# another version refused at import, Ctrl-C mid-training (KeyboardInterrupt, the newest
-# checkpoint loads), and tests/train_parity.py (stages 0-3 against a plain
-# torch.optim.AdamW loop, resume bitwise) under the real torchrun, then the same script on
-# DeepSpeed 0.19.8 (the losses compared), and under DeepSpeed's launcher with a Hugging Face
-# GPT2LMHeadModel and LlamaForCausalLM at stage 3; tests/config_paths.py (bf16, offload, a schedule) on both engines.
+# then scripts that `import zerotrain as deepspeed`: bad input raising what it names (bad configs
+# as //trainer:main words them), a torch of another version refused at import, Ctrl-C
+# mid-training (KeyboardInterrupt, the newest checkpoint loads), zero.Init's peak RSS per rank
+# (tests/zero_init_memory.py), tests/train_parity.py (stages 0-3 against a plain
+# torch.optim.AdamW loop, resume bitwise) under the real torchrun and then on DeepSpeed 0.19.8
+# (the losses compared), transformers' models built under zero.Init on both engines
+# (tests/zero_init_hf.py), tests/config_paths.py (bf16, fp16, offload, a schedule) on both
+# engines, and GPT2LMHeadModel and LlamaForCausalLM at stage 3 under DeepSpeed's launcher.
 #
 # Two targets (tests/python/BUILD) run it, each a part, so that neither ends the test phase alone:
 #   //tests/python:python_test        basics (bad input, another torch, Ctrl-C) and parity (torchrun,
-#                               then DeepSpeed on the same script);
-#   //tests/python:python_paths_test  paths (config_paths.py on both engines) and the DeepSpeed launcher.
+#                                     zero.Init's memory, then DeepSpeed on the same script);
+#   //tests/python:python_paths_test  paths (zero_init_hf.py and config_paths.py on both engines)
+#                                     and the DeepSpeed launcher.
 #
 # Usage: python_test.sh <basics,parity|paths> <the wheel> <the venv's torch/ folder>
-#        <tests/deepspeed/ds_oracle.py>
+#        <tests/deepspeed/ds_oracle.py> <//trainer:main>
 set -euo pipefail
 say() { echo "python_test: $*"; }
 fail() {
@@ -24,6 +27,7 @@ PARTS=",$1,"
 WHEEL=$(realpath "$2")
 VENV_BIN=$(realpath "$3/../../../../bin")
 ORACLE_DIR=$(dirname "$(realpath "$4")")
+TRAINER=$(realpath "$5")
 part() { [[ "$PARTS" == *",$1,"* ]]; }
 TESTS=$(dirname "$(realpath "$0")")
 [ -f "$TESTS/train_parity.py" ] || TESTS="$TEST_SRCDIR/$TEST_WORKSPACE/tests/python"
@@ -40,7 +44,8 @@ export PYTHONPATH="$WORK/site"
 cd "$WORK"
 
 part_basics() {
-  "$VENV_BIN/python" "$TESTS/bad_input.py" >bad_input.log 2>&1 ||
+  mkdir -p "$WORK/bad"
+  "$VENV_BIN/python" "$TESTS/bad_input.py" "$TRAINER" "$WORK/bad" >bad_input.log 2>&1 ||
     fail "bad_input.py: $(tail -n 8 bad_input.log)"
   say "$(tail -n 1 bad_input.log)"
 
@@ -78,6 +83,13 @@ part_parity() {
   grep -q '^train_parity: OK' torchrun.log || fail "torchrun: no OK: $(tail -n 8 torchrun.log)"
   say "torchrun, stages 0-3: $(grep -c 'matches torch AdamW' torchrun.log) of 4 match"
 
+  # zero.Init in bytes: each rank's peak RSS while the model is built, about 1/world of it.
+  "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/zero_init_memory.py" \
+    >zero_init_memory.log 2>&1 || fail "zero_init_memory.py: $(tail -n 20 zero_init_memory.log)"
+  grep -q '^zero_init_memory: OK' zero_init_memory.log ||
+    fail "zero_init_memory: no OK: $(tail -n 8 zero_init_memory.log)"
+  say "$(grep 'rank 0:' zero_init_memory.log)"
+
   # The same script on DeepSpeed itself: the same per-step losses, stage by stage.
   PYTHONPATH="$ORACLE_DIR" "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 \
     "$TESTS/train_parity.py" --engine deepspeed --out "$WORK/oracle" >oracle.log 2>&1 ||
@@ -96,7 +108,30 @@ EOF
 }
 
 part_paths() {
-  # bf16, CPU offload, an LR schedule (and NVMe, against no offload): zerotrain against DeepSpeed.
+  # transformers' models built under zero.Init: the parameters DeepSpeed's zero.Init leaves.
+  mkdir -p "$WORK/hf_init" "$WORK/hf_init_oracle"
+  "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/zero_init_hf.py" \
+    --out "$WORK/hf_init" >hf_init.log 2>&1 || fail "zero_init_hf.py: $(tail -n 20 hf_init.log)"
+  PYTHONPATH="$ORACLE_DIR" "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 \
+    "$TESTS/zero_init_hf.py" --engine deepspeed --out "$WORK/hf_init_oracle" >hf_init_oracle.log 2>&1 ||
+    fail "zero_init_hf.py on DeepSpeed: $(tail -n 20 hf_init_oracle.log)"
+  "$VENV_BIN/python" - "$WORK/hf_init/zero_init_hf_rank0.pt" \
+    "$WORK/hf_init_oracle/zero_init_hf_rank0.pt" >hf_init_compare.log 2>&1 <<'EOF' ||
+import sys, torch
+got, want = (torch.load(p) for p in sys.argv[1:])
+assert got.keys() == want.keys(), (got.keys(), want.keys())
+for name in want:
+    g, w = got[name], want[name]
+    assert g["params"].keys() == w["params"].keys(), name
+    for p in w["params"]:
+        assert torch.equal(g["params"][p], w["params"][p]), f"{name}: {p} differs from DeepSpeed's"
+    assert abs(g["loss"] - w["loss"]) <= 1e-6 * abs(w["loss"]), (name, g["loss"], w["loss"])
+    print(f"{name} {len(w['params'])} parameters bitwise")
+EOF
+    fail "zero.Init with transformers differs from DeepSpeed's: $(tail -n 3 hf_init_compare.log)"
+  say "GPT-2 and Llama built under zero.Init as DeepSpeed's: $(paste -sd';' hf_init_compare.log)"
+
+  # bf16, fp16, CPU offload, an LR schedule (and NVMe, against no offload): zerotrain against DeepSpeed.
   mkdir -p "$WORK/paths" "$WORK/paths_oracle"
   "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/config_paths.py" \
     --out "$WORK/paths" >paths.log 2>&1 || fail "config_paths.py: $(tail -n 20 paths.log)"
@@ -114,11 +149,13 @@ for name in want:
     assert len(g["losses"]) == len(w["losses"]), name
     worst = max(abs(a - b) / abs(b) for a, b in zip(g["losses"], w["losses"]))
     assert worst <= bound, f"{name}: losses differ by up to {worst:.2e} (bound {bound})"
+    assert g["scales"] == w["scales"] and g["skipped"] == w["skipped"], \
+        f"{name}: loss scales {g['scales']} ({g['skipped']} skipped) against {w['scales']} ({w['skipped']})"
     for a, b in zip(g["lrs"], w["lrs"]):
         assert abs(a - b) <= 1e-9 * abs(b) + 1e-15, f"{name}: lr {a} against {b}"
-    print(f"{name}: largest relative loss difference {worst:.1e}")
+    print(f"{name}: largest relative loss difference {worst:.1e}, {g['skipped']} skipped")
 EOF
-  say "bf16, CPU offload, WarmupLR against DeepSpeed; NVMe bitwise: $(paste -sd';' paths_compare.log)"
+  say "bf16, fp16, CPU offload, WarmupLR against DeepSpeed; NVMe bitwise: $(paste -sd';' paths_compare.log)"
 
   "$VENV_BIN/deepspeed" --num_gpus=2 --master_port="$(free_port)" "$TESTS/train_parity.py" \
     --stages 3 --model gpt2,llama --out "$WORK/ds" >deepspeed.log 2>&1 ||

@@ -200,15 +200,11 @@ def train(kind, stage, first, last, ckpt=None, resume=False, monitors=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stages", default="0,1,2,3")
-    ap.add_argument("--out", required=True)
     ap.add_argument("--model", default="mlp")
-    ap.add_argument("--local_rank", type=int, default=-1)  # DeepSpeed's launcher adds it
-    ap.add_argument("--engine", default="zerotrain", choices=["zerotrain", "deepspeed"])
-    args = ap.parse_args()
     global deepspeed
     # With --engine deepspeed, the oracle: the same script on DeepSpeed 0.19.8 (CPU, gloo), whose
     # per-step losses python_test.sh compares with zerotrain's.
-    deepspeed = engines.load(args.engine)
+    args, deepspeed = engines.start(ap)
     rank = int(os.environ["RANK"])
     all_losses = {}
     for kind, stage in [(k, int(s)) for k in args.model.split(",") for s in args.stages.split(",")]:
