@@ -2,7 +2,9 @@
 #include "comm/comm_log.h"
 
 #include <algorithm>
+#include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace zerotrain::comm {
@@ -81,6 +83,33 @@ std::string CommLog::Summary(const std::vector<CollectiveKind>& only) const {
 void CommLog::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.clear();
+}
+
+std::vector<CollectiveKind> ReportedOps(const CommReportOptions& options) {
+  using K = CollectiveKind;
+  std::vector<K> out;
+  for (K k : {K::kAllReduce, K::kReduceScatter, K::kAllGather, K::kBroadcast, K::kBarrier}) {
+    const auto& names = options.prof_ops;
+    const bool listed = std::find(names.begin(), names.end(), CollectiveName(k)) != names.end();
+    if (options.prof_all || listed) out.push_back(k);
+  }
+  return out;
+}
+
+void PrintEachOp(const CommReportOptions& options, CommLog& log) {
+  if (!options.verbose) return;
+  log.OnEachOp([ops = ReportedOps(options)](const OpStats& op) {
+    if (std::find(ops.begin(), ops.end(), op.kind) == ops.end()) return;
+    std::printf("comm op: %s\n", OpLine(op).c_str());
+    std::fflush(stdout);  // interleaved with a Python script's own prints
+  });
+}
+
+std::string Report(const CommReportOptions& options, const CommLog& log) {
+  const std::vector<CollectiveKind> ops = ReportedOps(options);
+  if (ops.empty()) return "collectives of rank 0: none profiled (prof_all false, prof_ops empty)\n";
+  return absl::StrCat("collectives of rank 0", options.prof_all ? "" : " (prof_ops)", ":\n",
+                      log.Summary(ops));
 }
 
 }  // namespace zerotrain::comm

@@ -54,4 +54,20 @@ class CommLog {
 // "all_reduce 4096 B 0.120 ms algbw 0.034 GB/s busbw 0.034 GB/s": one op, for the verbose log.
 std::string OpLine(const OpStats& op);
 
+// What a run reports of its log, as DeepSpeed's comms_logger says: every op (prof_all), or those
+// prof_ops names (all_reduce, reduce_scatter, all_gather, broadcast, barrier); with verbose, a
+// line per op as it completes. //trainer:main and the Python front end report through these.
+struct CommReportOptions {
+  bool verbose = false;
+  bool prof_all = true;
+  std::vector<std::string> prof_ops;
+};
+std::vector<CollectiveKind> ReportedOps(const CommReportOptions& options);
+// With options.verbose, each reported op from now on is printed to stdout ("comm op: <OpLine>");
+// otherwise nothing. Call it before the first op.
+void PrintEachOp(const CommReportOptions& options, CommLog& log);
+// The end-of-run report: "collectives of rank 0:" and the summary of the reported ops, or a line
+// saying that none is reported.
+std::string Report(const CommReportOptions& options, const CommLog& log);
+
 }  // namespace zerotrain::comm

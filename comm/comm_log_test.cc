@@ -1,4 +1,5 @@
-// CommLog's bandwidths follow nccl-tests' definitions (checked by hand-computed figures).
+// CommLog's bandwidths follow nccl-tests' definitions (checked by hand-computed figures); a
+// report covers the ops its options profile and no other.
 #include "comm/comm_log.h"
 
 #include <string>
@@ -46,6 +47,28 @@ TEST(CommLog, SummaryFiltersAndEachOpSeesEveryRecord) {
   EXPECT_NE(only.find("all_gather"), std::string::npos) << only;
   EXPECT_EQ(only.find("all_reduce"), std::string::npos) << only;
   EXPECT_NE(log.Summary().find("all_reduce"), std::string::npos);
+}
+
+TEST(CommLog, ReportCoversTheProfiledOpsAlone) {
+  CommLog log;
+  log.Record(CollectiveKind::kAllReduce, 4000, 2, 0.002);
+  log.Record(CollectiveKind::kBroadcast, 100, 2, 0.001);
+  CommReportOptions every;
+  const std::string all = Report(every, log);
+  EXPECT_EQ(all.rfind("collectives of rank 0:\n", 0), 0u) << all;
+  EXPECT_NE(all.find("broadcast"), std::string::npos) << all;
+  CommReportOptions listed;
+  listed.prof_all = false;
+  listed.prof_ops = {"all_reduce", "all_gather"};
+  EXPECT_EQ(ReportedOps(listed),
+            (std::vector<CollectiveKind>{CollectiveKind::kAllReduce, CollectiveKind::kAllGather}));
+  const std::string some = Report(listed, log);
+  EXPECT_EQ(some.rfind("collectives of rank 0 (prof_ops):\n", 0), 0u) << some;
+  EXPECT_NE(some.find("all_reduce"), std::string::npos) << some;
+  EXPECT_EQ(some.find("broadcast"), std::string::npos) << some;
+  listed.prof_ops.clear();
+  EXPECT_EQ(Report(listed, log),
+            "collectives of rank 0: none profiled (prof_all false, prof_ops empty)\n");
 }
 
 TEST(CommLog, BusFactors) {

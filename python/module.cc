@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/comm.h"
+#include "comm/comm_log.h"
 #include "python/engine_binding.h"
 #include "python/loaded_config.h"
 #include "python/status_error.h"
@@ -72,7 +73,14 @@ PYBIND11_MODULE(_C, m) {
   py::class_<comm::ProcessGroup>(m, "ProcessGroup")
       .def_property_readonly("rank", &comm::ProcessGroup::rank)
       .def_property_readonly("world_size", &comm::ProcessGroup::world_size)
-      .def("comms_summary", [](comm::ProcessGroup& g) { return g.log().Summary({}); });
+      // The config's comms_logger (verbose, prof_all, prof_ops), as //trainer:main reports it.
+      .def("print_each_op",
+           [](comm::ProcessGroup& g, const LoadedConfig& c) {
+             comm::PrintEachOp(c.config.comms_logger, g.log());
+           })
+      .def("comms_report", [](comm::ProcessGroup& g, const LoadedConfig& c) {
+        return comm::Report(c.config.comms_logger, g.log());
+      });
   m.def("join_group", &JoinGroup, py::arg("backend"), py::arg("timeout_s"), py::arg("log_ops"),
         "The torchrun/mpirun/srun variables' rendezvous; collective.");
 

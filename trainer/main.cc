@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/comm.h"
+#include "comm/comm_log.h"
 #include "comm/launcher.h"
 #include "tools/status_macros.h"
 #include "trainer/advisor/advisor.h"
@@ -35,27 +36,6 @@
 
 namespace zerotrain::trainer {
 namespace {
-
-// comms_logger: the ops its table and verbose lines cover; every op when prof_all is on.
-std::vector<comm::CollectiveKind> ProfiledOps(const CommsLoggerOptions& c) {
-  using K = comm::CollectiveKind;
-  std::vector<K> out;
-  for (K k : {K::kAllReduce, K::kReduceScatter, K::kAllGather, K::kBroadcast, K::kBarrier}) {
-    const bool listed = std::find(c.prof_ops.begin(), c.prof_ops.end(), comm::CollectiveName(k)) !=
-                        c.prof_ops.end();
-    if (c.prof_all || listed) out.push_back(k);
-  }
-  return out;
-}
-
-// Rank 0's verbose line per op, as DeepSpeed's comms_logger.verbose prints one.
-void LogEachOp(const CommsLoggerOptions& c, comm::ProcessGroup* group) {
-  if (!c.enabled || !c.verbose || group->rank() != 0) return;
-  group->log().OnEachOp([ops = ProfiledOps(c)](const comm::OpStats& op) {
-    if (std::find(ops.begin(), ops.end(), op.kind) == ops.end()) return;
-    std::printf("comm op: %s\n", comm::OpLine(op).c_str());
-  });
-}
 
 constexpr int kBadInput = 2;
 constexpr int kDefaultRanks = 2;
@@ -173,18 +153,10 @@ int RunRank(const MainFlags& flags, const comm::RendezvousInfo& info,
     // ResolvePlacement leaves no "auto".
     options.backend = config.run.dist_backend.value_or(comm::BackendKind::kGloo);
     ZT_ASSIGN_OR_RETURN(auto group, comm::ProcessGroup::Create(info, options));
-    LogEachOp(config.comms_logger, group.get());
+    const bool report = config.comms_logger.enabled && rank == 0;
+    if (report) comm::PrintEachOp(config.comms_logger, group->log());
     ZT_RETURN_IF_ERROR(TrainModel(config, group.get(), {.memory_summary = flags.memory_summary}));
-    if (config.comms_logger.enabled && rank == 0) {
-      const std::vector<comm::CollectiveKind> ops = ProfiledOps(config.comms_logger);
-      if (ops.empty()) {
-        std::printf("\ncollectives of rank 0: none profiled (prof_all false, prof_ops empty)\n");
-      } else {
-        std::printf("\ncollectives of rank 0%s:\n%s",
-                    config.comms_logger.prof_all ? "" : " (prof_ops)",
-                    group->log().Summary(ops).c_str());
-      }
-    }
+    if (report) std::printf("\n%s", comm::Report(config.comms_logger, group->log()).c_str());
     return absl::OkStatus();
   }();
   if (s.ok()) return 0;

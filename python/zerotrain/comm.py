@@ -65,17 +65,29 @@ def init_distributed(dist_backend=None, auto_mpi_discovery=True, distributed_por
     return _group
 
 
-_comms_logger = False  # set by initialize from the config's comms_logger.enabled
+_report_config = None  # the first config initialize saw with comms_logger enabled
+
+
+def _report_with(loaded):
+    """initialize's: the first config with comms_logger enabled decides what rank 0 reports (its
+    verbose lines from now on, prof_all/prof_ops), as the trainer's does."""
+    global _report_config
+    if _report_config is not None or not loaded.comms_logger:
+        return
+    _report_config = loaded
+    if _group.rank == 0:
+        _group.print_each_op(loaded)
 
 
 def log_summary(show_straggler=False):
     """deepspeed.comm.log_summary: with the config's comms_logger enabled, rank 0 prints (and
-    returns) each collective's calls, sizes, mean time and bandwidths; otherwise nothing."""
+    returns) the collectives it profiles (prof_all, or prof_ops): calls, sizes, mean time and
+    bandwidths; otherwise nothing."""
     if show_straggler:
         raise NotImplementedError("log_summary: show_straggler is not supported")
-    if _group is None or not _comms_logger or _group.rank != 0:
+    if _group is None or _report_config is None or _group.rank != 0:
         return ""
-    text = _group.comms_summary()
+    text = _group.comms_report(_report_config)
     print(text, flush=True)
     return text
 

@@ -226,8 +226,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     section = None if optimizer is None else client_optimizer.optimizer_section(optimizer, model)
     group = comm.init_distributed(distributed_port=distributed_port)
     loaded = _load_config(config, group.world_size, section)
+    comm._report_with(loaded)
     engine = ZeroEngine(model, loaded, group)
-    comm._comms_logger = comm._comms_logger or loaded.comms_logger
     loader = None
     if training_data is not None:
         sampler = torch.utils.data.distributed.DistributedSampler(

@@ -5,7 +5,7 @@ and parameters at stage 3, a WarmupLR schedule at stage 1, each 8 steps of accum
 rank of torchrun. Rank 0 writes each case's per-micro-batch losses, lrs, loss scales and skipped
 steps to OUT/paths_rank0.json, which python_test.sh compares between the two engines (1e-5
 relative, bf16 1%). zerotrain alone also runs stage 3 with the optimizer and parameters on NVMe
-(under OUT), whose losses must equal the no-offload run's bitwise.
+(under OUT), whose losses must equal the no-offload run's bitwise. Then zero_init_hf.build.
 
 Usage: config_paths.py --out DIR [--engine zerotrain|deepspeed]
 """
@@ -14,6 +14,7 @@ import os
 import torch
 
 import engines
+import zero_init_hf
 
 STEPS, GAS, MICRO = 8, 2, 4
 
@@ -91,6 +92,8 @@ def main():
         assert results["nvme_stage3"] == results["stage3"], "NVMe offload changed the losses"
         assert results["fp16_stage0"] == results["fp16_stage1"], "fp16 at stage 0 is not stage 1's"
         del results["nvme_stage3"], results["fp16_stage0"]
+    # In the same processes: transformers' models under zero.Init (zero_init_hf.py).
+    zero_init_hf.build(deepspeed, args.out)
     engines.finish(args.engine, args.out, "paths_rank0.json", results, "config_paths: OK")
 
 

@@ -12,8 +12,8 @@
 # Two targets (tests/python/BUILD) run it, each a part, so that neither ends the test phase alone:
 #   //tests/python:python_test        basics (bad input, another torch, Ctrl-C) and parity (torchrun,
 #                                     zero.Init's memory, then DeepSpeed on the same script);
-#   //tests/python:python_paths_test  paths (zero_init_hf.py and config_paths.py on both engines)
-#                                     and the DeepSpeed launcher.
+#   //tests/python:python_paths_test  paths (config_paths.py, with zero_init_hf.py, on both
+#                                     engines) and the DeepSpeed launcher.
 #
 # Usage: python_test.sh <basics,parity|paths> <the wheel> <the venv's torch/ folder>
 #        <tests/deepspeed/ds_oracle.py> <//trainer:main>
@@ -82,6 +82,10 @@ part_parity() {
     >torchrun.log 2>&1 || fail "torchrun: $(tail -n 20 torchrun.log)"
   grep -q '^train_parity: OK' torchrun.log || fail "torchrun: no OK: $(tail -n 8 torchrun.log)"
   say "torchrun, stages 0-3: $(grep -c 'matches torch AdamW' torchrun.log) of 4 match"
+  # comms_logger.verbose with prof_ops all_reduce, all_gather: a line per op of those, no other.
+  grep -q '^comm op: all_gather ' torchrun.log || fail "comms_logger.verbose printed no all_gather"
+  ! grep '^comm op: ' torchrun.log | grep -qv '^comm op: all_\(reduce\|gather\) ' ||
+    fail "comms_logger.verbose printed an op prof_ops leaves out"
 
   # zero.Init in bytes: each rank's peak RSS while the model is built, about 1/world of it.
   "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/zero_init_memory.py" \
@@ -108,29 +112,6 @@ EOF
 }
 
 part_paths() {
-  # transformers' models built under zero.Init: the parameters DeepSpeed's zero.Init leaves.
-  mkdir -p "$WORK/hf_init" "$WORK/hf_init_oracle"
-  "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/zero_init_hf.py" \
-    --out "$WORK/hf_init" >hf_init.log 2>&1 || fail "zero_init_hf.py: $(tail -n 20 hf_init.log)"
-  PYTHONPATH="$ORACLE_DIR" "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 \
-    "$TESTS/zero_init_hf.py" --engine deepspeed --out "$WORK/hf_init_oracle" >hf_init_oracle.log 2>&1 ||
-    fail "zero_init_hf.py on DeepSpeed: $(tail -n 20 hf_init_oracle.log)"
-  "$VENV_BIN/python" - "$WORK/hf_init/zero_init_hf_rank0.pt" \
-    "$WORK/hf_init_oracle/zero_init_hf_rank0.pt" >hf_init_compare.log 2>&1 <<'EOF' ||
-import sys, torch
-got, want = (torch.load(p) for p in sys.argv[1:])
-assert got.keys() == want.keys(), (got.keys(), want.keys())
-for name in want:
-    g, w = got[name], want[name]
-    assert g["params"].keys() == w["params"].keys(), name
-    for p in w["params"]:
-        assert torch.equal(g["params"][p], w["params"][p]), f"{name}: {p} differs from DeepSpeed's"
-    assert abs(g["loss"] - w["loss"]) <= 1e-6 * abs(w["loss"]), (name, g["loss"], w["loss"])
-    print(f"{name} {len(w['params'])} parameters bitwise")
-EOF
-    fail "zero.Init with transformers differs from DeepSpeed's: $(tail -n 3 hf_init_compare.log)"
-  say "GPT-2 and Llama built under zero.Init as DeepSpeed's: $(paste -sd';' hf_init_compare.log)"
-
   # bf16, fp16, CPU offload, an LR schedule (and NVMe, against no offload): zerotrain against DeepSpeed.
   mkdir -p "$WORK/paths" "$WORK/paths_oracle"
   "$VENV_BIN/torchrun" --standalone --nproc_per_node=2 "$TESTS/config_paths.py" \
@@ -156,6 +137,24 @@ for name in want:
     print(f"{name}: largest relative loss difference {worst:.1e}, {g['skipped']} skipped")
 EOF
   say "bf16, fp16, CPU offload, WarmupLR against DeepSpeed; NVMe bitwise: $(paste -sd';' paths_compare.log)"
+
+  # transformers' models built under zero.Init: the parameters DeepSpeed's zero.Init leaves.
+  # (config_paths.py built them after its cases, on both engines: zero_init_hf.py)
+  "$VENV_BIN/python" - "$WORK/paths/zero_init_hf_rank0.pt" \
+    "$WORK/paths_oracle/zero_init_hf_rank0.pt" >hf_init_compare.log 2>&1 <<'EOF' ||
+import sys, torch
+got, want = (torch.load(p) for p in sys.argv[1:])
+assert got.keys() == want.keys(), (got.keys(), want.keys())
+for name in want:
+    g, w = got[name], want[name]
+    assert g["params"].keys() == w["params"].keys(), name
+    for p in w["params"]:
+        assert torch.equal(g["params"][p], w["params"][p]), f"{name}: {p} differs from DeepSpeed's"
+    assert abs(g["loss"] - w["loss"]) <= 1e-6 * abs(w["loss"]), (name, g["loss"], w["loss"])
+    print(f"{name} {len(w['params'])} parameters bitwise")
+EOF
+    fail "zero.Init with transformers differs from DeepSpeed's: $(tail -n 3 hf_init_compare.log)"
+  say "GPT-2 and Llama built under zero.Init as DeepSpeed's: $(paste -sd';' hf_init_compare.log)"
 
   "$VENV_BIN/deepspeed" --num_gpus=2 --master_port="$(free_port)" "$TESTS/train_parity.py" \
     --stages 3 --model gpt2,llama --out "$WORK/ds" >deepspeed.log 2>&1 ||

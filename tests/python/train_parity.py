@@ -7,7 +7,7 @@ that torch.optim.AdamW object itself, even ones the config's "optimizer" section
 step 6 and resumed in a fresh engine must give the uninterrupted run's losses bitwise and its
 client_state back; the engine's counters must say what DeepSpeed's say. Stage 2 also runs the
 config's csv_monitor, tensorboard and comms_logger: the CSV's per-step loss must be the
-reference's, and log_summary must list the stage's collectives. The MLP at stage 3 is built
+reference's, and log_summary must list the collectives its prof_ops names and no other. The MLP at stage 3 is built
 under zero.Init (partitioned as it is built); at stage 3 GatheredParameters with modifier_rank 0
 changes a weight every rank then sees and trains from. With --engine deepspeed the same runs on DeepSpeed
 itself (no zero.Init, monitors or comms logger there); rank 0's per-micro-batch losses go to
@@ -118,7 +118,10 @@ def config(stage, out=None):
                             "job_name": "parity"}
         c["tensorboard"] = {"enabled": True, "output_path": os.path.join(out, "tb"),
                             "job_name": "parity"}
-        c["comms_logger"] = {"enabled": True}
+        # Rank 0 prints a line per all-reduce and all-gather (python_test.sh counts them), and the
+        # summary lists those two alone (Create's broadcasts are left out).
+        c["comms_logger"] = {"enabled": True, "verbose": True, "prof_all": False,
+                             "prof_ops": ["all_reduce", "all_gather"]}
     return c
 
 
@@ -219,6 +222,7 @@ def main():
             if rank == 0:
                 check_monitors(monitors, want_losses)
                 assert "all_reduce" in summary and "all_gather" in summary, summary
+                assert "(prof_ops)" in summary and "broadcast" not in summary, summary
         # GPT-2's key bias gets a gradient that is zero in real arithmetic (softmax ignores a
         # shift shared by every key), so rounding noise is all AdamW sees there and it grows to
         # update size; 1e-5 is still 1% of one step's lr.

@@ -1,18 +1,16 @@
 """transformers models built under zero.Init as DeepSpeed 0.19.8 builds them: GPT2LMHeadModel and
 LlamaForCausalLM constructed inside the block (their post_init runs on parameters already
 partitioned, which DeepSpeed leaves as the constructors made them too), then initialize and one
-forward. On every rank of torchrun, on zerotrain and (--engine deepspeed) on DeepSpeed; rank 0
-writes the gathered parameters and the loss to OUT/zero_init_hf_rank0.pt, which python_test.sh
-compares between the two engines: parameters bitwise, loss within 1e-6 relative.
-
-Usage: zero_init_hf.py --out DIR [--engine zerotrain|deepspeed]
+forward. config_paths.py calls build() on every rank of its torchrun, on zerotrain and (--engine
+deepspeed) on DeepSpeed; rank 0 writes the gathered parameters and the loss to
+OUT/zero_init_hf_rank0.pt, which python_test.sh compares between the two engines: parameters
+bitwise, loss within 1e-6 relative.
 """
 import os
 
 import torch
 import transformers
 
-import engines
 
 CONFIG = {"train_micro_batch_size_per_gpu": 2,
           "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}},
@@ -26,8 +24,7 @@ MODELS = {
 }
 
 
-def main():
-    args, deepspeed = engines.start()
+def build(deepspeed, out):
     results = {}
     for name, make in MODELS.items():
         torch.manual_seed(5)
@@ -42,9 +39,4 @@ def main():
             params = {n: p.detach().clone() for n, p in model.named_parameters()}
         results[name] = {"loss": loss, "params": params}
     if int(os.environ["RANK"]) == 0:
-        torch.save(results, os.path.join(args.out, "zero_init_hf_rank0.pt"))
-    engines.finish(args.engine, args.out, "zero_init_hf_done.json", {}, "zero_init_hf: OK")
-
-
-if __name__ == "__main__":
-    main()
+        torch.save(results, os.path.join(out, "zero_init_hf_rank0.pt"))

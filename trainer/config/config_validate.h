@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/backend_kind.h"
+#include "comm/comm_log.h"
 #include "engine/engine_options.h"
 #include "models/model.h"
 #include "monitor/metrics_options.h"
@@ -57,16 +58,13 @@ struct RunOptions {
 };
 
 // DeepSpeed's comms_logger. The comm layer records every op when GroupOptions::log_ops is set
-// (map `enabled` to it); the trainer prints CommLog::Summary() at the end, restricted to
-// prof_ops unless prof_all, and with verbose rank 0 prints one line per op (the same filter).
-// debug adds the caller's Python function name in DeepSpeed; there is no caller name to add in
-// C++, so it is accepted with no effect.
-struct CommsLoggerOptions {
+// (map `enabled` to it); what is reported of it (verbose, prof_all, prof_ops) is comm's
+// CommReportOptions, which the trainer and the Python front end pass to comm::PrintEachOp and
+// comm::Report. debug adds the caller's Python function name in DeepSpeed; there is no caller
+// name to add in C++, so it is accepted with no effect.
+struct CommsLoggerOptions : comm::CommReportOptions {
   bool enabled = false;
-  bool verbose = false;
-  bool prof_all = true;
   bool debug = false;
-  std::vector<std::string> prof_ops;  // all_reduce, reduce_scatter, all_gather, broadcast, barrier
 };
 
 struct TrainerConfig {
