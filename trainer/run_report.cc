@@ -186,7 +186,6 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
     ZT_ASSIGN_OR_RETURN(memory, MaxMemory());
   }
   if (group_->rank() != 0) return absl::OkStatus();
-  const double samples = static_cast<double>(engine_.batch().train_batch_size);
   const engine::StepTimes& t = engine_.last_step_times();
   monitor::StepValues values;
   values.loss = loss;
@@ -199,7 +198,8 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
   std::vector<monitor::Scalar> row = monitor::StepScalars(values);
   row.insert(row.end(), {
                             {monitor::names::kTokensPerSec,
-                             samples * models::TokensPerSample(config_.model) / seconds},
+                             static_cast<double>(values.train_batch_size) *
+                                 models::TokensPerSample(config_.model) / seconds},
                             {monitor::names::kForwardMs, 1e3 * t.forward},
                             {monitor::names::kBackwardMs, 1e3 * t.backward},
                             {monitor::names::kCommMs, 1e3 * (t.backward_comm + t.allgather)},
@@ -221,7 +221,7 @@ absl::Status RunReport::Step(int64_t step, double loss, double seconds) {
   }
   ZT_RETURN_IF_ERROR(sink_->Write(step, row));
   // DeepSpeed's monitor tags, indexed by samples seen, for dashboards built on DeepSpeed runs.
-  const int64_t seen = step * engine_.batch().train_batch_size;
+  const int64_t seen = step * values.train_batch_size;
   return sink_->WriteTensorBoardOnly(seen, monitor::DeepSpeedScalars(values));
 }
 

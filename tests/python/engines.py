@@ -31,11 +31,16 @@ def load(name):
 
 
 def finish(name, out, file_name, results, banner):
-    """Rank 0 writes `results` to OUT/file_name and prints the banner; then DeepSpeed's process
-    group goes, or a thread of torch's gloo group outlives the interpreter ("terminate called")."""
+    """Rank 0 writes `results` to OUT/file_name and prints the banner; then close(name)."""
     if int(os.environ["RANK"]) == 0:
         with open(os.path.join(out, file_name), "w") as f:
             json.dump(results, f)
         print(banner, flush=True)
+    close(name)
+
+
+def close(name):
+    """DeepSpeed's process group goes before the interpreter, or a thread of torch's gloo group
+    outlives it ("terminate called"); zerotrain's needs nothing."""
     if name == "deepspeed":
         torch.distributed.destroy_process_group()

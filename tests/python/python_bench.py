@@ -67,8 +67,7 @@ def main():
         with open(args.out, "a") as f:
             f.write(json.dumps(result) + "\n")
         print(json.dumps(result), flush=True)
-    if args.engine == "deepspeed":
-        torch.distributed.destroy_process_group()
+    engines.close(args.engine)
 
 
 if __name__ == "__main__":
