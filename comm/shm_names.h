@@ -3,8 +3,9 @@
 // that start-up window can leave one behind. The name says who made it,
 // /zt-shm-<creator pid>-L<launcher pid>-<random>, so such orphans can be found: the launcher
 // removes its job's after its ranks have exited, and rank 0 removes those of dead processes
-// before it makes a new one. A rank's SIGTERM/SIGINT handler removes the one being set up at once
-// (UnlinkPendingShmSegment).
+// before it makes a new one. A process about to die removes the one it is setting up
+// (UnlinkPendingShmSegment): a handler that ends the process, or //trainer:main's stop watchdog.
+// Never one that lets the process go on: a peer yet to open the segment would fail to.
 #pragma once
 
 #include <sys/types.h>
@@ -30,7 +31,7 @@ int RemoveOrphanShmSegments(pid_t launcher = 0, const std::string& dir = "/dev/s
 // kept where a signal handler can reach it without allocating.
 void SetPendingShmSegment(const std::string& name);
 void ClearPendingShmSegment();
-// Async-signal-safe: removes the pending segment's name, if any. For SIGTERM/SIGINT handlers.
+// Async-signal-safe: removes the pending segment's name, if any.
 void UnlinkPendingShmSegment();
 
 }  // namespace zerotrain::comm

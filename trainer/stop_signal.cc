@@ -20,7 +20,6 @@ int g_wake[2] = {-1, -1};  // the handler writes one byte; the watchdog reads it
 void OnStopSignal(int signo) {
   const int saved_errno = errno;
   if (g_signal == 0) g_signal = signo;
-  comm::UnlinkPendingShmSegment();
   const char byte = 1;
   (void)!write(g_wake[1], &byte, 1);
   errno = saved_errno;
@@ -31,7 +30,10 @@ void Watchdog(std::chrono::milliseconds grace) {
   while (read(g_wake[0], &byte, 1) < 0 && errno == EINTR) {
   }
   std::this_thread::sleep_for(grace);
-  // Still here: the unwinding is stuck. Dying by the signal itself would say less.
+  // Still here: the unwinding is stuck. Dying by the signal itself would say less. Only now may a
+  // segment still being set up lose its name: the process goes on after the handler, and a peer
+  // that has yet to open the segment would fail, leaving rank 0 waiting for it to attach.
+  comm::UnlinkPendingShmSegment();
   _exit(kStoppedExitCode);
 }
 
