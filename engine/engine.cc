@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/flat_store.h"
 #include "engine/master_state.h"
+#include "engine/muon_gradients.h"
 #include "engine/sharded_store.h"
 #include "engine/store_grad_sink.h"
 #include "engine/tensor_memory.h"
@@ -208,7 +210,24 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(ModelTensors model,
   }
   // ValidateEngineOptions made it once already.
   ZT_ASSIGN_OR_RETURN(e->schedule_, optim::MakeLrSchedule(options.lr_schedule));
+  std::vector<MuonMatrix> muon;
   MasterStateInputs mi;
+  if (options.optimizer == OptimizerKind::kMuon && !options.optimizer_factory) {
+    std::map<std::string, std::vector<int64_t>> shape_of;
+    for (const ParamSignature& p : signature) shape_of[p.name] = p.shape;
+    std::vector<std::string> names;
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& [name, p] : laid_out) {
+      names.push_back(name);
+      shapes.push_back(shape_of[name]);
+    }
+    auto picked = PickMuonMatrices(names, shapes, options.muon.use_muon);
+    // The same parameters and rule on every rank: every rank fails alike.
+    if (!picked.ok()) return WithPrefix(picked.status(), where);
+    muon = *std::move(picked);
+    mi.param_groups.assign(names.size(), 0);
+    for (const MuonMatrix& m : muon) mi.param_groups[m.param] = 1;
+  }
   mi.options = &e->options_;
   mi.group = group;
   mi.params = e->store_.get();
@@ -223,6 +242,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(ModelTensors model,
   ZT_RETURN_IF_ERROR(e->AgreeAllOk(WithPrefix(master.status(), where), where));
   e->master_ = std::move(*master);
   if (e->grad_sink_ != nullptr) e->grad_sink_->Attach(&e->master_->store());
+  if (!muon.empty()) {
+    // Assembled in batches of stage 3's bucket size, as DeepSpeed's stage 3 chunks them.
+    const MuonGradientOptions mo{options.muon.momentum, options.muon.ns_method,
+                                 Stage3BucketNumel(options)};
+    ZT_ASSIGN_OR_RETURN(e->muon_, MuonGradients::Create(mo, std::move(muon), e->store_.get(),
+                                                        e->master_.get(), group));
+  }
   if (options.precision == Precision::kFloat16) {
     ZT_ASSIGN_OR_RETURN(auto scaler, optim::LossScaler::Create(options.fp16));
     e->scaler_ = std::make_unique<optim::LossScaler>(scaler);

@@ -57,6 +57,7 @@ class TransferStream;
 namespace zerotrain::engine {
 
 class MasterState;
+class MuonGradients;
 class StoreGradSink;
 
 // What Step learns of the gradients before the optimizer runs.
@@ -250,6 +251,8 @@ class Engine {
   std::unique_ptr<optim::LrSchedule> schedule_;  // options_.lr_schedule; null = constant lr
   // The fp32 master weights and optimizer states, their optimizer and the staging to them.
   std::unique_ptr<MasterState> master_;
+  // Muon: its parameters' gradients become their updates before the norm; null otherwise.
+  std::unique_ptr<MuonGradients> muon_;
 
   // Set when a Step or a load failed part-way; Step and SaveCheckpoint refuse until a load
   // succeeds.

@@ -363,7 +363,9 @@ absl::StatusOr<std::map<std::string, std::string>> Engine::LoadCheckpoint(const 
   // Saves happen only at accumulation boundaries; on another world size the accumulation steps
   // may differ, so count the boundaries passed in this run's units, not the saved micro steps.
   micro_steps_ = (optimizer_steps_ + skipped_steps_) * batch_.gradient_accumulation_steps;
-  set_lr(m.lr());
+  // Only a changed lr: an optimizer with an lr per parameter group (Muon's and Adam's) keeps its
+  // groups' own until a schedule or the caller sets one for all.
+  if (m.lr() != lr_) set_lr(m.lr());
   backward_pending_ = false;
   reducer_->Zero();
   // The gather is a collective: every rank runs it, or none does. Past the first agreement this

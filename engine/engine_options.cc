@@ -2,6 +2,8 @@
 // fingerprint (see engine_options.h).
 #include "engine/engine_options.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -71,9 +73,17 @@ const char* OptimizerKindName(OptimizerKind kind) {
       return "Adagrad";
     case OptimizerKind::kLamb:
       return "Lamb";
+    case OptimizerKind::kMuon:
+      return "Muon";
     default:
       return "Adam";
   }
+}
+
+bool DeepSpeedUsesMuon(const std::string& name, const std::vector<int64_t>& shape) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  return shape.size() >= 2 && !absl::StrContains(lower, "embed") &&
+         !absl::StrContains(lower, "lm_head");
 }
 
 absl::Status ValidateEngineOptions(const EngineOptions& o) {
@@ -97,10 +107,17 @@ absl::Status ValidateEngineOptions(const EngineOptions& o) {
   }
   // Offloaded optimizer states are stepped by the host kernels, whatever the model's device.
   if (o.device.is_cuda() && o.offload_optimizer.device == OffloadDevice::kNone &&
-      o.optimizer != OptimizerKind::kAdam && !o.optimizer_factory) {
+      o.optimizer != OptimizerKind::kAdam && o.optimizer != OptimizerKind::kMuon &&
+      !o.optimizer_factory) {
     return absl::UnimplementedError(absl::StrCat(
         OptimizerKindName(o.optimizer), " has no CUDA kernel; use Adam/AdamW on ", o.device.str(),
         ", or offload_optimizer cpu/nvme (its host kernel steps there)"));
+  }
+  // Muon reads the reduced gradients before the step; on NVMe they go straight to the swap files.
+  if (o.optimizer == OptimizerKind::kMuon && !o.optimizer_factory &&
+      o.offload_optimizer.device == OffloadDevice::kNvme) {
+    return absl::UnimplementedError(
+        "Muon with offload_optimizer nvme: not supported by zerotrain yet (cpu offload is)");
   }
   if (o.keep_last_checkpoints < 0) {
     return absl::InvalidArgumentError(absl::StrCat("keep_last_checkpoints is ",
@@ -142,6 +159,8 @@ std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const EngineOptions& o) {
       return MakeAdagradShardOptimizer(o.adagrad, o.adagrad_initial_accumulator);
     case OptimizerKind::kLamb:
       return MakeLambShardOptimizer(o.lamb);
+    case OptimizerKind::kMuon:
+      return MakeMuonShardOptimizer({o.muon.lr, o.muon.weight_decay, o.muon.adam});
     default:
       return MakeAdamShardOptimizer(o.adam);
   }
@@ -155,6 +174,8 @@ double BuiltInLr(const EngineOptions& o) {
       return o.adagrad.lr;
     case OptimizerKind::kLamb:
       return o.lamb.lr;
+    case OptimizerKind::kMuon:
+      return o.muon.lr;
     default:
       return o.adam.lr;
   }

@@ -20,6 +20,7 @@
 #include "optim/lamb.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedules.h"
+#include "optim/newton_schulz.h"
 #include "optim/sgd.h"
 #include "partition/stage3_options.h"
 
@@ -46,8 +47,37 @@ const char* PrecisionName(Precision p);
 
 // The built-in optimizers (kAdam covers AdamW through adam.adamw); each reads its own options
 // struct in EngineOptions.
-enum class OptimizerKind { kAdam, kSgd, kAdagrad, kLamb };
-const char* OptimizerKindName(OptimizerKind kind);  // "Adam", "SGD", "Adagrad", "Lamb"
+enum class OptimizerKind { kAdam, kSgd, kAdagrad, kLamb, kMuon };
+const char* OptimizerKindName(OptimizerKind kind);  // "Adam", "SGD", "Adagrad", "Lamb", "Muon"
+
+// Whether Muon steps a parameter, from its name (as named_parameters() spells it) and full shape.
+using UseMuonFn = std::function<bool(const std::string& name, const std::vector<int64_t>& shape)>;
+// DeepSpeed's rule (deepspeed.initialize tags every parameter so): two or more dimensions and a
+// name that, lower-cased, contains neither "embed" nor "lm_head".
+bool DeepSpeedUsesMuon(const std::string& name, const std::vector<int64_t>& shape);
+
+// DeepSpeed 0.19.8's Muon ("MuonWithAuxAdam"): Muon for the parameters `use_muon` picks (each seen
+// whole as rows x cols, its trailing dimensions flattened), Adam(W) with `adam` for the rest.
+// engine/muon_gradients.h says how ZeRO's shards meet Newton-Schulz's whole matrices.
+struct MuonOptions {
+  double lr = 0.02;  // Muon's (muon_lr); adam.lr is Adam's (adam_lr)
+  double momentum = 0.95;
+  double weight_decay = 0.0;  // decoupled: p <- p (1 - lr wd) - lr update
+  optim::NsMethod ns_method = optim::NsMethod::kGram;
+  optim::AdamOptions adam = [] {
+    optim::AdamOptions a;
+    a.lr = 3e-4;
+    a.beta2 = 0.95;
+    a.eps = 1e-10;
+    a.adamw = true;
+    return a;
+  }();
+  UseMuonFn use_muon = DeepSpeedUsesMuon;
+  // Where gradient clipping acts. false: on the updates, the norm taken over them and Adam's
+  // gradients (DeepSpeed's ZeRO 1-3); true: on the raw gradients, before Muon sees them
+  // (DeepSpeed's stage 0).
+  bool orthogonalize_clipped = false;
+};
 
 // Where the fp32 master weights and optimizer states live (DeepSpeed's offload_optimizer).
 // kNone: with the model ("device" memory; on a CPU-only machine that is host memory too);
@@ -125,6 +155,7 @@ struct EngineOptions {
   optim::AdagradOptions adagrad;
   double adagrad_initial_accumulator = 0.0;  // torch's initial_accumulator_value
   optim::LambOptions lamb;
+  MuonOptions muon;
   // DeepSpeed's scheduler section, stepped by the engine as DeepSpeed's engine steps its
   // lr_scheduler: before each optimizer step, Step sets the lr (and OneCycle's betas) the schedule
   // gives after the optimizer steps taken so far (a skipped fp16 step does not count);
@@ -141,7 +172,8 @@ struct EngineOptions {
 
 // Whether the built-in optimizer has betas a schedule can cycle (Adam/AdamW and LAMB).
 inline bool HasBetas(OptimizerKind kind) {
-  return kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb;
+  return kind == OptimizerKind::kAdam || kind == OptimizerKind::kLamb ||
+         kind == OptimizerKind::kMuon;
 }
 
 // The checks of `o` that need no process group: stage ranges and the options only some stages

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/grad_stats.h"
 #include "engine/master_state.h"
+#include "engine/muon_gradients.h"
 #include "engine/optim_dtype.h"
 #include "engine/step_staging.h"
 #include "engine/store_grad_sink.h"
@@ -118,6 +119,13 @@ absl::Status Engine::StepAtBoundary() {
     if (h.betas) ZT_RETURN_IF_ERROR(set_betas(h.betas->first, h.betas->second));
   }
   const std::vector<partition::GradSegment> grads = reducer_->OwnedGrads();
+  // Muon's gradients become its updates before the norm (DeepSpeed's ZeRO clips those), or after
+  // it, from the clipped gradients (its stage 0).
+  const bool muon_after_clip = options_.muon.orthogonalize_clipped;
+  if (muon_ != nullptr && !muon_after_clip) {
+    ZT_RETURN_IF_ERROR(WaitStreamOrdered(""));
+    ZT_RETURN_IF_ERROR(AgreeAllOk(muon_->Apply(grads, 1.0, loss_scale()), ""));
+  }
   ZT_ASSIGN_OR_RETURN(GradStats stats, AgreeGradStats(grads));
   // A non-finite norm cannot clip either: with clipping on the step is skipped even where the
   // check is off (bf16 with check_grad_overflow false), as DeepSpeed's stage 3 skips it.
@@ -133,6 +141,9 @@ absl::Status Engine::StepAtBoundary() {
   if (options_.gradient_clipping > 0) {
     ZT_ASSIGN_OR_RETURN(grad_scale,
                         optim::CombinedGradScale(grad_scale, norm, options_.gradient_clipping));
+  }
+  if (muon_ != nullptr && muon_after_clip) {
+    ZT_RETURN_IF_ERROR(AgreeAllOk(muon_->Apply(grads, grad_scale, grad_scale), ""));
   }
   // A rank whose optimizer failed (a swap-in from NVMe, a kernel, a copy) would not join the
   // all-gather below, and its weights now differ from the others': every rank learns of it here.

@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<MasterState>> MasterState::Create(
   m->group_ = in.group;
   m->params_ = in.params;
   m->grads_in_store_ = in.grads_in_store;
+  m->param_groups_ = in.param_groups;
   m->copies_ = in.copies;
   m->optimizer_ = std::move(optimizer);
   m->numel_ = in.params->master_numel();

@@ -37,6 +37,8 @@ struct MasterStateInputs {
   bool grads_in_store = false;         // the reducer's gradients go to the store (its sink)
   comm::HostDeviceCopies* copies = nullptr;
   const DeviceRuntime* device = nullptr;  // the engine's (the model's device)
+  // Each parameter's group (engine order) for an optimizer with param_groups() > 1; empty: all 0.
+  std::vector<int> param_groups;
 };
 
 class MasterState {
@@ -79,6 +81,7 @@ class MasterState {
   comm::ProcessGroup* group_ = nullptr;
   ParamStore* params_ = nullptr;
   bool grads_in_store_ = false;
+  std::vector<int> param_groups_;
   comm::HostDeviceCopies* copies_ = nullptr;  // the engine's count of host<->device bytes
   int64_t numel_ = 0;
   bool aliases_params_ = false;

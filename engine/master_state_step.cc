@@ -33,10 +33,11 @@ std::optional<ShardSegment> Clip(const ShardSegment& s, int64_t begin, int64_t e
 }
 
 // The segments cut where this rank's runs of each parameter begin and end, each part pointing at
-// its parameter's `width` sums. What lies outside every run (padding) is left out: no parameter
-// to update there.
+// its parameter's `width` sums (none without `sums`) and naming its group. What lies outside every
+// run (padding) is left out: no parameter to update there.
 std::vector<ShardSegment> CutAtParams(const std::vector<ShardSegment>& segments,
-                                      std::vector<MasterRun> runs, int width, double* sums) {
+                                      std::vector<MasterRun> runs, int width, double* sums,
+                                      const std::vector<int>& groups) {
   std::sort(runs.begin(), runs.end(), [](const MasterRun& a, const MasterRun& b) {
     return a.master_offset < b.master_offset;
   });
@@ -50,7 +51,8 @@ std::vector<ShardSegment> CutAtParams(const std::vector<ShardSegment>& segments,
     for (; r != runs.end() && r->master_offset < end; ++r) {
       std::optional<ShardSegment> c = Clip(s, r->master_offset, r->master_offset + r->numel);
       if (!c) continue;
-      c->tensor_sums = sums + static_cast<int64_t>(r->param) * width;
+      if (sums != nullptr) c->tensor_sums = sums + static_cast<int64_t>(r->param) * width;
+      c->param_group = groups.empty() ? 0 : groups[r->param];
       out.push_back(*c);
     }
   }
@@ -99,7 +101,8 @@ absl::Status MasterState::Step(int64_t step, double grad_scale,
   if (width > 0) {
     sums =
         at::zeros({static_cast<int64_t>(params_->flat_params().num_params()) * width}, at::kDouble);
-    stepped = CutAtParams(segments, params_->MasterRuns(), width, sums.data_ptr<double>());
+    stepped =
+        CutAtParams(segments, params_->MasterRuns(), width, sums.data_ptr<double>(), param_groups_);
     // Pass 1 writes no parameter, so it visits the sub-groups without the store's pieces.
     const absl::Status summed = VisitWithGrads([&](const offload::SubGroupView& v) {
       std::vector<ShardSegment> parts = inside(stepped, v, v.begin, v.begin + v.numel, {});
@@ -113,6 +116,9 @@ absl::Status MasterState::Step(int64_t step, double grad_scale,
     if (params_->grads_sharded()) {
       ZT_RETURN_IF_ERROR(group_->AllReduce(sums, comm::ReduceOp::kSum));
     }
+  }
+  if (width == 0 && optimizer_->param_groups() > 1) {
+    stepped = CutAtParams(segments, params_->MasterRuns(), 0, nullptr, param_groups_);
   }
   // A piece the store hands out on another device than the state's (stage 3's shard on a GPU
   // under offload_optimizer) is written into a staging buffer and copied back before the store

@@ -1,5 +1,9 @@
-// optim/'s fused Adam(W), SGD, Adagrad and LAMB behind the ShardOptimizer interface.
+// optim/'s fused Adam(W), SGD, Adagrad and LAMB, and Muon's apply step, behind the ShardOptimizer
+// interface.
 #include "engine/shard_optimizer.h"
+
+#include <ATen/ops/from_blob.h>
+#include <c10/util/Exception.h>
 
 #include <vector>
 
@@ -214,7 +218,73 @@ class LambShardOptimizer : public ShardOptimizer {
   optim::LambOptions options_;
 };
 
+// Muon's segments are stepped with LibTorch ops on the state's device (one code path for host and
+// GPU memory), in DeepSpeed's order: the gradient unscaled, then decay, then the update.
+class MuonShardOptimizer : public ShardOptimizer {
+ public:
+  explicit MuonShardOptimizer(const MuonStepOptions& options)
+      : options_(options), adam_(options.adam) {}
+  std::string name() const override { return "Muon"; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  int param_groups() const override { return 2; }
+
+  absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
+                    absl::Span<const ShardSegment> segments) override {
+    std::vector<ShardSegment> adam;
+    for (const ShardSegment& s : segments) {
+      ZT_RETURN_IF_ERROR(CheckSegment(s, shard, "Muon"));
+      if (s.param_group == 0) {
+        adam.push_back(s);
+        continue;
+      }
+      try {
+        ApplyUpdate(grad_scale, shard, s);
+      } catch (const c10::Error& e) {
+        return absl::InternalError(absl::StrCat("Muon: ", e.what_without_backtrace()));
+      }
+    }
+    return adam.empty() ? absl::OkStatus() : adam_.Step(step, grad_scale, shard, adam);
+  }
+
+  // DeepSpeed's LR schedulers write one lr into every parameter group.
+  void set_lr(double lr) override {
+    options_.lr = lr;
+    adam_.set_lr(lr);
+  }
+  absl::Status set_betas(double beta1, double beta2) override {
+    return adam_.set_betas(beta1, beta2);
+  }
+
+ private:
+  void ApplyUpdate(double grad_scale, const ShardState& shard, const ShardSegment& s) const {
+    const at::TensorOptions on = at::TensorOptions().device(shard.runtime->device());
+    at::Tensor p =
+        at::from_blob(shard.master + (s.offset - shard.begin), {s.size}, on.dtype(at::kFloat));
+    at::Tensor u =
+        at::from_blob(const_cast<void*>(s.grads), {s.size}, on.dtype(ToScalarType(s.grad_dtype)))
+            .to(at::kFloat);
+    if (grad_scale != 1.0) u = u.mul(1.0 / grad_scale);
+    p.mul_(1.0 - options_.lr * options_.weight_decay);
+    p.add_(u, -options_.lr);
+    if (s.params_out != nullptr) {
+      at::from_blob(s.params_out, {s.size}, on.dtype(ToScalarType(s.params_out_dtype))).copy_(p);
+    }
+  }
+  static at::ScalarType ToScalarType(optim::DType t) {
+    return t == optim::DType::kBFloat16  ? at::kBFloat16
+           : t == optim::DType::kFloat16 ? at::kHalf
+                                         : at::kFloat;
+  }
+
+  MuonStepOptions options_;
+  AdamShardOptimizer adam_;
+};
+
 }  // namespace
+
+std::unique_ptr<ShardOptimizer> MakeMuonShardOptimizer(const MuonStepOptions& options) {
+  return std::make_unique<MuonShardOptimizer>(options);
+}
 
 std::unique_ptr<ShardOptimizer> MakeAdamShardOptimizer(const optim::AdamOptions& options) {
   return std::make_unique<AdamShardOptimizer>(options);

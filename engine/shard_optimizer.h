@@ -38,6 +38,9 @@ struct ShardSegment {
   optim::DType grad_dtype = optim::DType::kFloat32;
   void* params_out = nullptr;  // optional: where the updated values go in the model's dtype
   optim::DType params_out_dtype = optim::DType::kFloat32;
+  // Only for an optimizer with param_groups() > 1, else 0: the group of the parameter the segment
+  // lies in (the engine cuts segments at parameter boundaries for such an optimizer).
+  int param_group = 0;
   // Only for an optimizer with tensor_sums() k > 0, else null: the segment lies inside one
   // parameter tensor, and this points at that tensor's k sums (host memory). AddTensorSums adds
   // the segment's part to them; in Step they are the totals over the whole tensor.
@@ -75,6 +78,9 @@ class ShardOptimizer {
   // factor) before use.
   virtual absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                             absl::Span<const ShardSegment> segments) = 0;
+  // How many groups of parameters the optimizer treats apart (Muon's and Adam's); the engine
+  // assigns each parameter to one (MasterStateInputs::param_groups).
+  virtual int param_groups() const { return 1; }
   // How many sums per parameter tensor a step needs (see the top of this file); 0: none.
   virtual int tensor_sums() const { return 0; }
   // Pass 1 of a two-pass step, with the same arguments as Step: adds each segment's part of its
@@ -99,5 +105,17 @@ std::unique_ptr<ShardOptimizer> MakeAdagradShardOptimizer(const optim::AdagradOp
                                                           double initial_accumulator_value);
 // DeepSpeed's FusedLamb, with a trust ratio per parameter tensor (two passes).
 std::unique_ptr<ShardOptimizer> MakeLambShardOptimizer(const optim::LambOptions& options);
+
+// DeepSpeed's MuonWithAuxAdam, the step's half: parameter group 1's segments carry Muon updates
+// in place of gradients (engine/muon_gradients.h wrote them), applied as
+// p <- p (1 - lr wd) - lr u; group 0 is Adam(W) with `adam`. Its state arrays are Adam's
+// "exp_avg" and "exp_avg_sq"; for a Muon parameter the first is its momentum buffer and the
+// second stays zero.
+struct MuonStepOptions {
+  double lr = 0.02;
+  double weight_decay = 0.0;
+  optim::AdamOptions adam;
+};
+std::unique_ptr<ShardOptimizer> MakeMuonShardOptimizer(const MuonStepOptions& options);
 
 }  // namespace zerotrain::engine

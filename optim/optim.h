@@ -11,6 +11,7 @@
 #include "optim/lamb.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedules.h"
+#include "optim/newton_schulz.h"
 #include "optim/overflow_check.h"
 #include "optim/precision.h"
 #include "optim/sgd.h"

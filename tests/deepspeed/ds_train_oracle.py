@@ -121,6 +121,11 @@ def train_case(deepspeed, config, weights, sizes, batches, rank, steps):
 def worker(directory, steps):
     # DeepSpeed prints to stdout; the parent reads only the result file.
     sys.stdout = sys.stderr
+    # DeepSpeed wraps Muon's update and Newton-Schulz iterations in torch.compile: the oracle runs
+    # them eagerly, op by op as written (inductor would fuse the fp16 element-wise ops, and spend
+    # minutes compiling on a CPU).
+    import torch._dynamo
+    torch._dynamo.config.disable = True
     import deepspeed
     from deepspeed.utils import logger
     logger.setLevel(logging.ERROR)

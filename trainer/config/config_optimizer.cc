@@ -4,7 +4,8 @@
 // "Adam"/"AdamW" are FusedAdam, whose adam_w_mode the engine defaults to true (decoupled weight
 // decay, i.e. AdamW); torch.optim.AdamW (or Adam with adam_w_mode false) with torch_adam; or
 // DeepSpeedCPUAdam with offload_optimizer. "SGD" is torch.optim.SGD; "Adagrad" is
-// torch.optim.Adagrad, or DeepSpeedCPUAdagrad with offload_optimizer; "Lamb" is FusedLamb. Types
+// torch.optim.Adagrad, or DeepSpeedCPUAdagrad with offload_optimizer; "Lamb" is FusedLamb; "Muon"
+// is MuonWithAuxAdam (Muon for matrices, Adam for the rest: engine/muon_gradients.h). Types
 // match in any case, as DeepSpeed lower-cases them. tests/deepspeed/optimizer_keys_conformance_test
 // checks every path's keywords and defaults against DeepSpeed itself.
 #include <algorithm>
@@ -263,6 +264,74 @@ absl::Status LambFromConfig(const TrainerConfigProto& config, engine::EngineOpti
   return absl::OkStatus();
 }
 
+// DeepSpeed's MuonWithAuxAdam: the engine hands the Muon half lr, momentum, weight_decay and
+// ns_method, the Adam half lr, betas, eps and weight_decay, muon_lr/adam_lr over lr; the Adam half
+// is torch.optim.AdamW with torch_adam (FusedAdam, DeepSpeedCPUAdam otherwise, the same update).
+// DeepSpeed's ZeRO 3 refuses Muon with reduce_scatter, which it defaults to true.
+absl::Status MuonFromConfig(const TrainerConfigProto& config, engine::EngineOptions* e,
+                            OptimizerParams* eff) {
+  const OptimizerParams& p = config.optimizer().params();
+  ZT_RETURN_IF_ERROR(CheckParams(
+      p, "Muon (MuonWithAuxAdam)",
+      {"lr", "muon_lr", "adam_lr", "momentum", "weight_decay", "ns_method", "betas", "eps",
+       "adam_w_mode", "torch_adam", "foreach", "fp32_optimizer_states", "nesterov"}));
+  if (p.has_nesterov() && !p.nesterov()) {
+    return absl::InvalidArgumentError(
+        "optimizer.params.nesterov = false: DeepSpeed's Muon ignores it and always uses "
+        "Nesterov momentum, as zerotrain does; remove the key");
+  }
+  if (e->stage == 3 && e->reduce_scatter) {
+    return absl::InvalidArgumentError(
+        "optimizer.type = \"Muon\" at ZeRO stage 3 needs zero_optimization.reduce_scatter: "
+        "false (DeepSpeed: \"Muon and reduce scatter cannot be used together\")");
+  }
+  ZT_RETURN_IF_ERROR(CheckFp32States(p));
+  OptimizerParams given = p;
+  if (given.betas().empty()) {
+    given.add_betas(0.9);
+    given.add_betas(0.95);
+  }
+  ZT_ASSIGN_OR_RETURN(const std::vector<double> betas, Betas(given, eff));
+  const double eps = p.has_eps() ? p.eps() : 1e-10;
+  if (!(eps >= 0)) return Invalid("optimizer.params.eps", eps, "must be >= 0");
+  const double momentum = p.has_momentum() ? p.momentum() : 0.95;
+  if (!(momentum >= 0 && momentum < 1)) {
+    return Invalid("optimizer.params.momentum", momentum, "must be in [0, 1)");
+  }
+  auto method = optim::ParseNsMethod(p.has_ns_method() ? p.ns_method() : "gram");
+  if (!method.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer.params.", method.status().message()));
+  }
+  const double muon_lr = p.has_muon_lr() ? p.muon_lr() : p.has_lr() ? p.lr() : 0.02;
+  const double adam_lr = p.has_adam_lr() ? p.adam_lr() : p.has_lr() ? p.lr() : 3e-4;
+  if (!(muon_lr >= 0)) return Invalid("optimizer.params.muon_lr", muon_lr, "must be >= 0");
+  if (!(adam_lr >= 0)) return Invalid("optimizer.params.adam_lr", adam_lr, "must be >= 0");
+  e->optimizer = engine::OptimizerKind::kMuon;
+  engine::MuonOptions& m = e->muon;
+  m.lr = muon_lr;
+  m.momentum = momentum;
+  m.weight_decay = p.weight_decay();
+  m.ns_method = *method;
+  m.adam.lr = adam_lr;
+  m.adam.beta1 = betas[0];
+  m.adam.beta2 = betas[1];
+  m.adam.eps = eps;
+  m.adam.weight_decay = p.weight_decay();
+  m.adam.adamw = !p.has_adam_w_mode() || p.adam_w_mode();
+  // DeepSpeed's engine clips the raw gradients at stage 0 (MuonWithAuxAdam then runs Muon on
+  // them); its ZeRO optimizers orthogonalise first and clip the updates.
+  m.orthogonalize_clipped = e->stage == 0;
+  eff->set_lr(p.has_lr() ? p.lr() : muon_lr);
+  eff->set_muon_lr(muon_lr);
+  eff->set_adam_lr(adam_lr);
+  eff->set_momentum(momentum);
+  eff->set_weight_decay(p.weight_decay());
+  eff->set_ns_method(optim::NsMethodName(*method));
+  eff->set_eps(eps);
+  eff->set_adam_w_mode(m.adam.adamw);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineOptions* engine,
@@ -294,18 +363,22 @@ absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineO
     effective->mutable_optimizer()->set_type("Lamb");
     return LambFromConfig(config, engine, eff);
   }
+  if (type == "muon") {
+    effective->mutable_optimizer()->set_type("Muon");
+    return MuonFromConfig(config, engine, eff);
+  }
   for (const char* known :
        {"onebitadam", "zerooneadam", "onebitlamb", "lion", "muadam", "muadamw", "musgd"}) {
     if (type == known) {
       return absl::UnimplementedError(
           absl::StrCat("optimizer.type = \"", config.optimizer().type(),
                        "\": DeepSpeed optimizer not supported by the zerotrain engine (Adam, "
-                       "AdamW, SGD, Adagrad, Lamb are)"));
+                       "AdamW, SGD, Adagrad, Lamb, Muon are)"));
     }
   }
   return absl::InvalidArgumentError(
       absl::StrCat("optimizer.type = \"", config.optimizer().type(),
-                   "\": unknown optimizer (known: Adam, AdamW, SGD, Adagrad, Lamb)"));
+                   "\": unknown optimizer (known: Adam, AdamW, SGD, Adagrad, Lamb, Muon)"));
 }
 
 }  // namespace zerotrain::trainer

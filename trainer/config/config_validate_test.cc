@@ -332,6 +332,69 @@ TEST(ConfigValidate, AdagradAndLambFollowDeepSpeed) {
               HasSubstr("optimizer.params.max_grad_norm: DeepSpeed refuses it"));
 }
 
+// Muon is DeepSpeed's MuonWithAuxAdam: its defaults when keys are left out, lr shared by both
+// halves unless muon_lr/adam_lr say otherwise, and what DeepSpeed refuses or ignores.
+TEST(ConfigValidate, Muon) {
+  const TrainerConfig defaults =
+      Valid(R"(zero_optimization { stage: 2 } optimizer { type: "muon" })");
+  const engine::MuonOptions& d = defaults.engine.muon;
+  EXPECT_EQ(defaults.engine.optimizer, engine::OptimizerKind::kMuon);
+  EXPECT_EQ(defaults.effective.optimizer().type(), "Muon");
+  EXPECT_EQ(d.lr, 0.02);
+  EXPECT_EQ(d.adam.lr, 3e-4);
+  EXPECT_EQ(d.momentum, 0.95);
+  EXPECT_EQ(d.weight_decay, 0.0);
+  EXPECT_EQ(d.ns_method, optim::NsMethod::kGram);
+  EXPECT_EQ(d.adam.beta1, 0.9);
+  EXPECT_EQ(d.adam.beta2, 0.95);
+  EXPECT_EQ(d.adam.eps, 1e-10);
+  EXPECT_TRUE(d.adam.adamw);
+  EXPECT_FALSE(d.orthogonalize_clipped);  // stage 2 by default: ZeRO's order
+  EXPECT_TRUE(d.use_muon("h.0.attn.weight", {4, 4}));
+  EXPECT_FALSE(d.use_muon("model.embed_tokens.weight", {4, 4}));
+  EXPECT_FALSE(d.use_muon("lm_head.weight", {4, 4}));
+  EXPECT_FALSE(d.use_muon("h.0.ln.weight", {4}));
+
+  const TrainerConfig shared = Valid(R"(zero_optimization { stage: 0 }
+      optimizer { type: "Muon" params { lr: 0.01 momentum: 0.9 weight_decay: 0.1
+          ns_method: "standard" betas: [0.8, 0.99] eps: 1e-8 } })");
+  const engine::MuonOptions& m = shared.engine.muon;
+  EXPECT_EQ(m.lr, 0.01);
+  EXPECT_EQ(m.adam.lr, 0.01);
+  EXPECT_EQ(m.momentum, 0.9);
+  EXPECT_EQ(m.weight_decay, 0.1);
+  EXPECT_EQ(m.adam.weight_decay, 0.1);
+  EXPECT_EQ(m.ns_method, optim::NsMethod::kStandard);
+  EXPECT_EQ(m.adam.beta1, 0.8);
+  EXPECT_EQ(m.adam.eps, 1e-8);
+  EXPECT_TRUE(m.orthogonalize_clipped);  // DeepSpeed's stage 0 clips the raw gradients
+  const TrainerConfig split =
+      Valid(R"(optimizer { type: "Muon" params { lr: 0.01 muon_lr: 0.03 adam_lr: 0.001 } })");
+  EXPECT_EQ(split.engine.muon.lr, 0.03);
+  EXPECT_EQ(split.engine.muon.adam.lr, 0.001);
+  EXPECT_EQ(split.effective.optimizer().params().adam_lr(), 0.001);
+
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 3 } optimizer { type: "Muon" })"),
+              HasSubstr("needs zero_optimization.reduce_scatter: false (DeepSpeed: \"Muon and "
+                        "reduce scatter cannot be used together\")"));
+  EXPECT_EQ(Valid(R"(zero_optimization { stage: 3 reduce_scatter: false }
+      optimizer { type: "Muon" })")
+                .engine.optimizer,
+            engine::OptimizerKind::kMuon);
+  EXPECT_THAT(Error(R"(optimizer { type: "Muon" params { ns_method: "polar" } })"),
+              HasSubstr("optimizer.params.ns_method \"polar\": expected \"gram\" or"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Muon" params { nesterov: false } })"),
+              HasSubstr("always uses Nesterov momentum"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Muon" params { amsgrad: true } })"),
+              HasSubstr("optimizer.params.amsgrad: not a parameter of Muon (MuonWithAuxAdam)"));
+  EXPECT_THAT(Error(R"(optimizer { type: "Muon" params { momentum: 1 } })"),
+              HasSubstr("optimizer.params.momentum = 1: must be in [0, 1)"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2 offload_optimizer { device: "nvme"
+      nvme_path: "/tmp" } } optimizer { type: "Muon" })",
+                    absl::StatusCode::kUnimplemented),
+              HasSubstr("Muon with offload_optimizer nvme"));
+}
+
 TEST(ConfigValidate, ActivationCheckpointing) {
   std::vector<std::string> warnings;
   TrainerConfig c = Valid(R"(model { n_layer: 5 }

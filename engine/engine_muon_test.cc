@@ -1,0 +1,241 @@
+// Muon through the Engine on 2 ranks: ZeRO stages 0-3, offload_optimizer cpu, clipping of the
+// updates (ZeRO's order) and of the raw gradients (stage 0's), with buckets and sub-groups that cut
+// every matrix across ranks and sub-groups. After 2 steps the parameters equal a single-process
+// reference that steps whole matrices: each Muon matrix's momentum, Nesterov blend and update
+// from its whole gradient, torch::optim::AdamW for the rest. A rank that orthogonalised only its
+// own piece, or assembled the matrix wrongly, would not match. Then a run resumed from a
+// checkpoint at step 3 ends bitwise where the uninterrupted run does (the momentum is saved), and
+// a step skipped for overflow leaves the momentum untouched.
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim.h>
+#include <torch/types.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/test_models.h"
+#include "gtest/gtest.h"
+#include "optim/newton_schulz.h"
+#include "tests/spawn_ranks.h"
+#include "tools/status_macros.h"
+
+namespace zerotrain::engine {
+namespace {
+
+using testing::ModelKind;
+
+constexpr int kWorld = 2;
+// Newton-Schulz boosts a gradient's smallest singular directions about 3.4445^5 ~ 500-fold, so
+// two runs whose products round apart in the last bit (the engine's parameters are views of a
+// flat buffer, aligned otherwise) part visibly after a few steps, as DeepSpeed's own runs on 1 and
+// 2 threads do; two steps still see the momentum carried over, the clipping and every piece.
+constexpr int kSteps = 2;
+constexpr int64_t kBatch = 8;
+constexpr ModelKind kModel = ModelKind::kTransformer;
+
+struct Case {
+  int stage;
+  OffloadDevice offload = OffloadDevice::kNone;
+  double clip = 0;
+  bool clip_first = false;  // MuonOptions::orthogonalize_clipped
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return absl::StrCat("stage", c.stage, "_offload_", OffloadDeviceName(c.offload),
+                      c.clip > 0 ? (c.clip_first ? "_clip_first" : "_clip") : "");
+}
+
+MuonOptions TestMuon(bool clip_first) {
+  MuonOptions m;
+  m.lr = 0.02;
+  m.momentum = 0.9;
+  m.weight_decay = 0.01;
+  m.adam.lr = 1e-2;
+  m.adam.weight_decay = 0.01;
+  // Every matrix (the test net's names say nothing of embeddings).
+  m.use_muon = [](const std::string&, const std::vector<int64_t>& shape) {
+    return shape.size() >= 2;
+  };
+  m.orthogonalize_clipped = clip_first;
+  return m;
+}
+
+EngineOptions Options(const Case& c, int rank) {
+  EngineOptions o;
+  o.stage = c.stage;
+  o.train_micro_batch_size_per_gpu = kBatch;  // every rank trains on the whole batch
+  o.gradient_clipping = c.clip;
+  o.reduce_bucket_size = 64;  // below the smallest matrix: each is cut across ranks
+  o.allgather_bucket_size = 64;
+  o.sub_group_size = 37;  // and across sub-groups
+  o.optimizer = OptimizerKind::kMuon;
+  o.muon = TestMuon(c.clip_first);
+  o.offload_optimizer.device = c.offload;
+  return o;
+}
+
+// MuonWithAuxAdam on whole tensors, clipping as the case says.
+testing::ReferenceStep ReferenceMuon(const std::vector<torch::Tensor>& params, const Case& c) {
+  const MuonOptions m = TestMuon(c.clip_first);
+  std::vector<torch::Tensor> muon, adam, momenta;
+  for (const torch::Tensor& p : params) {
+    (p.dim() >= 2 ? muon : adam).push_back(p);
+    if (p.dim() >= 2) momenta.push_back(torch::zeros_like(p));
+  }
+  auto aux = std::make_shared<torch::optim::AdamW>(adam, torch::optim::AdamWOptions(m.adam.lr)
+                                                             .betas({m.adam.beta1, m.adam.beta2})
+                                                             .eps(m.adam.eps)
+                                                             .weight_decay(m.adam.weight_decay));
+  return [=]() mutable {
+    torch::NoGradGuard no_grad;
+    const auto clip = [&] {
+      if (c.clip > 0) torch::nn::utils::clip_grad_norm_(params, c.clip);
+    };
+    if (c.clip_first) clip();
+    for (size_t i = 0; i < muon.size(); ++i) {
+      const torch::Tensor g = muon[i].grad();
+      momenta[i].copy_(torch::lerp(momenta[i], g, 1.0 - m.momentum));
+      const torch::Tensor u = torch::lerp(g, momenta[i], m.momentum);
+      muon[i].mutable_grad() =
+          optim::MuonUpdate(u.reshape({u.size(0), -1}), m.ns_method).view(g.sizes()).clone();
+    }
+    if (!c.clip_first) clip();
+    for (const torch::Tensor& p : muon) {
+      p.mul_(1.0 - m.lr * m.weight_decay);
+      p.add_(p.grad(), -m.lr);
+    }
+    aux->step();
+  };
+}
+
+absl::StatusOr<std::string> TrainAndCompare(const Case& c) {
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  auto net = testing::MakeNet(kModel);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, Options(c, group->rank()), group.get()));
+  ZT_RETURN_IF_ERROR(testing::TrainSteps(*engine, *net, kModel, kSteps, kBatch));
+  testing::ReferenceOptions ro;
+  ro.steps = kSteps;
+  ro.batch = kBatch;
+  ro.make_optimizer = [c](const std::vector<torch::Tensor>& params) {
+    return ReferenceMuon(params, c);
+  };
+  // Bit for bit but for fp16 Newton-Schulz products, which a different thread split may round
+  // apart (a matrix assembled from the wrong pieces is off by its whole update, ~1e-2).
+  testing::ReferenceRun ref = testing::RunReference(kModel, ro);
+  ZT_ASSIGN_OR_RETURN(auto gathered, engine->GatherParameters(testing::UniqueParameters(*net)));
+  const std::string diff = testing::CompareParams(*net, *ref.net, 1e-5, 1e-4);
+  ZT_RETURN_IF_ERROR(gathered->Close());
+  if (!diff.empty()) return absl::InternalError(absl::StrCat("parameters differ: ", diff));
+  return std::string("ok");
+}
+
+class MuonTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MuonTest, MatchesSingleProcessReference) {
+  const Case c = GetParam();
+  auto outcomes = zerotrain::testing::SpawnRanks(kWorld, [c](int) { return TrainAndCompare(c); });
+  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kWorld));
+  for (const auto& o : outcomes) {
+    EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, MuonTest,
+                         ::testing::Values(Case{0, OffloadDevice::kNone, 0.05, true}, Case{0},
+                                           Case{1}, Case{2, OffloadDevice::kNone, 0.05},
+                                           Case{3, OffloadDevice::kNone, 0.05},
+                                           Case{2, OffloadDevice::kCpu, 0.05},
+                                           Case{3, OffloadDevice::kCpu}),
+                         CaseName);
+
+// Steps [first, last) of the test's batches.
+absl::Status TrainRange(Engine& engine, testing::TestNet& net, int first, int last) {
+  for (int step = first; step < last; ++step) {
+    testing::Batch b = testing::GlobalBatch(kModel, step, kBatch);
+    torch::Tensor loss;
+    {
+      auto forward = engine.BeginForward();
+      loss = testing::Loss(net, b.x, b.y);
+    }
+    ZT_RETURN_IF_ERROR(engine.Backward(loss));
+    ZT_RETURN_IF_ERROR(engine.Step());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ResumeAndCompare(const std::string& dir) {
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  const Case c{2, OffloadDevice::kNone, 0.05};
+  auto straight = testing::MakeNet(kModel);
+  ZT_ASSIGN_OR_RETURN(auto a, Engine::Create(*straight, Options(c, group->rank()), group.get()));
+  ZT_RETURN_IF_ERROR(TrainRange(*a, *straight, 0, 3));
+  ZT_RETURN_IF_ERROR(a->SaveCheckpoint(dir));
+  ZT_RETURN_IF_ERROR(TrainRange(*a, *straight, 3, 6));
+  auto resumed = testing::MakeNet(kModel);
+  ZT_ASSIGN_OR_RETURN(auto b, Engine::Create(*resumed, Options(c, group->rank()), group.get()));
+  ZT_RETURN_IF_ERROR(b->LoadCheckpoint(dir).status());
+  ZT_RETURN_IF_ERROR(TrainRange(*b, *resumed, 3, 6));
+  const std::string diff = testing::CompareParams(*resumed, *straight, 0, 0);
+  if (!diff.empty()) return absl::InternalError(absl::StrCat("resumed run differs: ", diff));
+  return std::string("ok");
+}
+
+TEST(MuonResumeTest, ResumedRunEndsBitwiseWhereTheStraightRunDoes) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/muon_resume");
+  auto outcomes =
+      zerotrain::testing::SpawnRanks(kWorld, [dir](int) { return ResumeAndCompare(dir); });
+  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kWorld));
+  for (const auto& o : outcomes) {
+    EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
+  }
+}
+
+// A step whose gradients overflow is skipped and leaves the momentum as it was: with one such step
+// between steps 2 and 3, the run ends bitwise where a run without it does.
+absl::StatusOr<std::string> SkipAndCompare() {
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  const Case c{3, OffloadDevice::kNone, 0.05};
+  auto plain = testing::MakeNet(kModel);
+  ZT_ASSIGN_OR_RETURN(auto a, Engine::Create(*plain, Options(c, group->rank()), group.get()));
+  ZT_RETURN_IF_ERROR(TrainRange(*a, *plain, 0, 4));
+  auto skipping = testing::MakeNet(kModel);
+  ZT_ASSIGN_OR_RETURN(auto b, Engine::Create(*skipping, Options(c, group->rank()), group.get()));
+  ZT_RETURN_IF_ERROR(TrainRange(*b, *skipping, 0, 2));
+  {
+    testing::Batch batch = testing::GlobalBatch(kModel, 2, kBatch);
+    torch::Tensor loss;
+    {
+      auto forward = b->BeginForward();
+      loss = testing::Loss(*skipping, batch.x, batch.y) * std::numeric_limits<float>::infinity();
+    }
+    ZT_RETURN_IF_ERROR(b->Backward(loss));
+    ZT_RETURN_IF_ERROR(b->Step());
+  }
+  if (b->skipped_steps() != 1) {
+    return absl::InternalError(absl::StrCat("skipped steps: ", b->skipped_steps()));
+  }
+  ZT_RETURN_IF_ERROR(TrainRange(*b, *skipping, 2, 4));
+  ZT_ASSIGN_OR_RETURN(auto ga, a->GatherParameters(testing::UniqueParameters(*plain)));
+  ZT_ASSIGN_OR_RETURN(auto gb, b->GatherParameters(testing::UniqueParameters(*skipping)));
+  const std::string diff = testing::CompareParams(*skipping, *plain, 0, 0);
+  ZT_RETURN_IF_ERROR(gb->Close());
+  ZT_RETURN_IF_ERROR(ga->Close());
+  if (!diff.empty()) return absl::InternalError(absl::StrCat("after a skipped step: ", diff));
+  return std::string("ok");
+}
+
+TEST(MuonOverflowTest, ASkippedStepLeavesTheMomentumAsItWas) {
+  auto outcomes = zerotrain::testing::SpawnRanks(kWorld, [](int) { return SkipAndCompare(); });
+  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kWorld));
+  for (const auto& o : outcomes) {
+    EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
+  }
+}
+
+}  // namespace
+}  // namespace zerotrain::engine
