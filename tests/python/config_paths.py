@@ -1,5 +1,5 @@
 """The config's other paths from Python, on zerotrain and (--engine deepspeed) on DeepSpeed 0.19.8:
-bf16 at stage 2, fp16 at stages 1 and 3 (an initial scale that overflows: skipped steps and loss
+bf16 at stage 2, Muon at stage 2, fp16 at stages 1 and 3 (an initial scale that overflows: skipped steps and loss
 scales compared exactly; zerotrain's stage 0 must equal its stage 1), CPU offload of the optimizer
 and parameters at stage 3, a WarmupLR schedule at stage 1, each 8 steps of accumulation 2 on every
 rank of torchrun. Rank 0 writes each case's per-micro-batch losses, lrs, loss scales and skipped
@@ -43,6 +43,10 @@ def cases(out):
         "warmup_stage1": {**base, "zero_optimization": {"stage": 1}, "scheduler": {
             "type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-3,
                                            "warmup_num_steps": 5}}},
+        # Muon for both Linear weights (DeepSpeed's rule, from their names), AdamW for the biases.
+        "muon_stage2": {**base, "zero_optimization": {"stage": 2}, "gradient_clipping": 1.0,
+                        "optimizer": {"type": "Muon", "params": {
+                            "lr": 1e-2, "weight_decay": 0.01, "torch_adam": True}}},
         "stage3": {**base, "zero_optimization": {"stage": 3,
                                                  "stage3_param_persistence_threshold": 0}},
         "nvme_stage3": {**base, "zero_optimization": {

@@ -22,6 +22,10 @@ def start(parser=None):
 def load(name):
     """The module a script calls `deepspeed`: zerotrain, or (name "deepspeed") DeepSpeed."""
     if name == "deepspeed":
+        # DeepSpeed compiles Muon's update with torch.compile: the oracle runs it eagerly, op by
+        # op as written (inductor would fuse its fp16 element-wise ops, and compile for minutes).
+        import torch._dynamo
+        torch._dynamo.config.disable = True
         import deepspeed
         import ds_oracle
         ds_oracle.init_distributed(deepspeed)

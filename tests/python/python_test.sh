@@ -6,7 +6,7 @@
 # (tests/zero_init_memory.py), tests/train_parity.py (stages 0-3 against a plain
 # torch.optim.AdamW loop, resume bitwise) under the real torchrun and then on DeepSpeed 0.19.8
 # (the losses compared), transformers' models built under zero.Init on both engines
-# (tests/zero_init_hf.py), tests/config_paths.py (bf16, fp16, offload, a schedule) on both
+# (tests/zero_init_hf.py), tests/config_paths.py (bf16, fp16, Muon, offload, a schedule) on both
 # engines, and GPT2LMHeadModel and LlamaForCausalLM at stage 3 under DeepSpeed's launcher.
 #
 # Two targets (tests/python/BUILD) run it, each a part, so that neither ends the test phase alone:
@@ -136,7 +136,7 @@ for name in want:
         assert abs(a - b) <= 1e-9 * abs(b) + 1e-15, f"{name}: lr {a} against {b}"
     print(f"{name}: largest relative loss difference {worst:.1e}, {g['skipped']} skipped")
 EOF
-  say "bf16, fp16, CPU offload, WarmupLR against DeepSpeed; NVMe bitwise: $(paste -sd';' paths_compare.log)"
+  say "bf16, fp16, Muon, CPU offload, WarmupLR against DeepSpeed; NVMe bitwise: $(paste -sd';' paths_compare.log)"
 
   # transformers' models built under zero.Init: the parameters DeepSpeed's zero.Init leaves.
   # (config_paths.py built them after its cases, on both engines: zero_init_hf.py)
