@@ -1,5 +1,6 @@
-// MuonGradients: which matrices need the other ranks (learnt once), and each step, per batch, two
-// visits of the optimizer state around the assembly and the orthogonalisation: the first computes
+// MuonGradients: which matrices need the other ranks and who orthogonalises each (learnt once), and
+// each step, per batch, two visits of the optimizer state around the assembly and the
+// orthogonalisation: the first computes
 // each piece's next momentum and Nesterov blend, the second commits the momentum and overwrites
 // the gradients, both where the matrix's blend is finite (a select, not a host sync).
 #include "engine/muon_gradients.h"
@@ -85,8 +86,22 @@ absl::StatusOr<std::unique_ptr<MuonGradients>> MuonGradients::Create(
     }
     if (!batch.matrices.empty()) m->batches_.push_back(batch);
   }
-  m->held_.resize(count);
-  for (int64_t i = 0; i < count; ++i) m->held_[i] = mine[i].item<int>() != 0;
+  // A split matrix is orthogonalised by one rank, the one with the least work dealt so far
+  // (products of rows x cols x min(rows, cols) elements), and its update summed to the others
+  // (DeepSpeed's stage 3 deals them out in turn); a whole one by the rank that holds it.
+  m->computes_.resize(count);
+  std::vector<double> work(group->world_size(), 0.0);
+  for (int64_t i = 0; i < count; ++i) {
+    const bool split = params->grads_sharded() && holders[i].item<int>() > 1;
+    if (!split) {
+      m->computes_[i] = mine[i].item<int>() != 0;
+      continue;
+    }
+    const auto least = std::min_element(work.begin(), work.end()) - work.begin();
+    const MuonMatrix& x = matrices[i];
+    work[least] += static_cast<double>(x.rows) * x.cols * std::min(x.rows, x.cols);
+    m->computes_[i] = least == group->rank();
+  }
   m->matrices_ = std::move(matrices);
   return m;
 }
@@ -130,20 +145,21 @@ absl::Status MuonGradients::ApplyBatch(const Batch& batch,
         blend.narrow(0, pos, m.numel()).copy_(at::lerp(g32, m, beta));
       }));
   if (batch.shared) ZT_RETURN_IF_ERROR(group_->AllReduce(blend, comm::ReduceOp::kSum));
-  // Per matrix in the batch: its update (its blend, where not finite) and whether it is finite.
-  at::Tensor updates = blend.new_empty({batch.numel});
+  // Per matrix in the batch: whether it is finite, and its update where this rank computes it
+  // (zeros elsewhere, so that the sum over ranks gives every update bit for bit).
+  const at::Tensor updates = blend.new_zeros({batch.numel});
   at::Tensor finite =
       at::empty({static_cast<int64_t>(matrices_.size())}, blend.options().dtype(at::kBool));
   for (int i : batch.matrices) {
-    if (!held_[i]) continue;  // assembled for the others' sake only
     const MuonMatrix& x = matrices_[i];
     const at::Tensor u = blend.narrow(0, batch.offsets[i], x.rows * x.cols);
-    const at::Tensor ok = at::isfinite(u).all();
-    finite[i].copy_(ok);
+    finite[i].copy_(at::isfinite(u).all());
+    if (!computes_[i]) continue;
     at::Tensor o = optim::MuonUpdate(u.view({x.rows, x.cols}), options_.ns_method).flatten();
     if (out_scale != 1.0) o = o * out_scale;
     updates.narrow(0, batch.offsets[i], o.numel()).copy_(o);
   }
+  if (batch.shared) ZT_RETURN_IF_ERROR(group_->AllReduce(updates, comm::ReduceOp::kSum));
   return ForEachOverlap(
       batch, grads,
       [&](const Piece& p, const at::Tensor& momentum, const at::Tensor& g, int64_t pos) {

@@ -11,8 +11,9 @@
 //
 // A matrix one rank holds whole is done there alone. Matrices split across ranks are assembled by
 // one sum over ranks of their pieces (zeros elsewhere, so the sum is the matrix bit for bit), a
-// batch of at most batch_numel elements at a time, so a step holds two such buffers on top of the
-// model, never all matrices whole (ZeRO 3 splits every matrix).
+// batch of at most batch_numel elements at a time, so a step holds a few such buffers on top of
+// the model, never all matrices whole (ZeRO 3 splits every matrix); each is orthogonalised by one
+// rank, in turn, and a second sum hands the updates to the others.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -62,7 +63,7 @@ class MuonGradients {
                                                                MasterState* master,
                                                                comm::ProcessGroup* group);
 
-  // Collective (one all-reduce per batch of split matrices). `grads` are the reducer's owned
+  // Collective (two all-reduces per batch of split matrices). `grads` are the reducer's owned
   // gradients (defined tensors); the momentum follows them divided by `in_divisor`, and the
   // updates written over them are multiplied by `out_scale`, so that the step's division by its
   // grad scale leaves what DeepSpeed applies. ZeRO 1-3 (DeepSpeed's non-offloaded paths): the
@@ -100,7 +101,7 @@ class MuonGradients {
   std::vector<MuonMatrix> matrices_;
   std::vector<Piece> pieces_;  // in master order
   std::vector<Batch> batches_;
-  std::vector<bool> held_;  // matrices this rank holds a piece of
+  std::vector<bool> computes_;  // matrices this rank orthogonalises
   ParamStore* params_ = nullptr;
   MasterState* master_ = nullptr;
   comm::ProcessGroup* group_ = nullptr;
