@@ -9,6 +9,7 @@
 // match in any case, as DeepSpeed lower-cases them. tests/deepspeed/optimizer_keys_conformance_test
 // checks every path's keywords and defaults against DeepSpeed itself.
 #include <algorithm>
+#include <regex>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -264,6 +265,36 @@ absl::Status LambFromConfig(const TrainerConfigProto& config, engine::EngineOpti
   return absl::OkStatus();
 }
 
+// model.adam_params and model.muon_params over DeepSpeed's rule; each pattern compiled once.
+absl::StatusOr<engine::UseMuonFn> UseMuonFromConfig(const ModelConfig& model) {
+  auto compile = [](const google::protobuf::RepeatedPtrField<std::string>& patterns,
+                    const char* field) -> absl::StatusOr<std::vector<std::regex>> {
+    std::vector<std::regex> out;
+    for (int i = 0; i < patterns.size(); ++i) {
+      try {
+        out.emplace_back(patterns[i]);
+      } catch (const std::regex_error& e) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model.", field, "[", i, "] = \"", patterns[i],
+                         "\": not a regular expression (", e.what(), ")"));
+      }
+    }
+    return out;
+  };
+  ZT_ASSIGN_OR_RETURN(std::vector<std::regex> adam, compile(model.adam_params(), "adam_params"));
+  ZT_ASSIGN_OR_RETURN(std::vector<std::regex> muon, compile(model.muon_params(), "muon_params"));
+  if (adam.empty() && muon.empty()) return engine::UseMuonFn(engine::DeepSpeedUsesMuon);
+  return engine::UseMuonFn(
+      [adam, muon](const std::string& name, const std::vector<int64_t>& shape) {
+        const auto any = [&](const std::vector<std::regex>& res) {
+          return std::any_of(res.begin(), res.end(),
+                             [&](const std::regex& re) { return std::regex_match(name, re); });
+        };
+        if (any(adam)) return false;
+        return any(muon) || engine::DeepSpeedUsesMuon(name, shape);
+      });
+}
+
 // DeepSpeed's MuonWithAuxAdam: the engine hands the Muon half lr, momentum, weight_decay and
 // ns_method, the Adam half lr, betas, eps and weight_decay, muon_lr/adam_lr over lr; the Adam half
 // is torch.optim.AdamW with torch_adam (FusedAdam, DeepSpeedCPUAdam otherwise, the same update).
@@ -318,6 +349,7 @@ absl::Status MuonFromConfig(const TrainerConfigProto& config, engine::EngineOpti
   m.adam.eps = eps;
   m.adam.weight_decay = p.weight_decay();
   m.adam.adamw = !p.has_adam_w_mode() || p.adam_w_mode();
+  ZT_ASSIGN_OR_RETURN(m.use_muon, UseMuonFromConfig(config.model()));
   // DeepSpeed's engine clips the raw gradients at stage 0 (MuonWithAuxAdam then runs Muon on
   // them); its ZeRO optimizers orthogonalise first and clip the updates.
   m.orthogonalize_clipped = e->stage == 0;
@@ -340,6 +372,13 @@ absl::Status OptimizerToEngine(const TrainerConfigProto& config, engine::EngineO
   const OptimizerParams& p = config.optimizer().params();
   OptimizerParams* eff = effective->mutable_optimizer()->mutable_params();
   eff->Clear();
+  if (type != "muon" &&
+      (config.model().adam_params_size() > 0 || config.model().muon_params_size() > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.", config.model().adam_params_size() > 0 ? "adam_params" : "muon_params",
+        ": only for optimizer.type \"Muon\" (the optimizer is \"", config.optimizer().type(),
+        "\")"));
+  }
   if (p.has_max_grad_norm()) {
     return absl::InvalidArgumentError(
         "optimizer.params.max_grad_norm: DeepSpeed refuses it as an optimizer parameter; use "

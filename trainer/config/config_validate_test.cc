@@ -374,6 +374,20 @@ TEST(ConfigValidate, Muon) {
   EXPECT_EQ(split.engine.muon.adam.lr, 0.001);
   EXPECT_EQ(split.effective.optimizer().params().adam_lr(), 0.001);
 
+  // The config's override of DeepSpeed's rule: Adam's patterns first, then Muon's.
+  const engine::UseMuonFn pick = Valid(R"(optimizer { type: "Muon" }
+      model { adam_params: "h\\.0\\..*" adam_params: ".*\\.proj\\.weight"
+              muon_params: "wte\\.weight" muon_params: "h\\.0\\.attn\\.c_attn\\.weight" })")
+                                     .engine.muon.use_muon;
+  EXPECT_FALSE(pick("h.0.attn.c_attn.weight", {4, 4}));  // Adam's pattern wins
+  EXPECT_FALSE(pick("h.1.mlp.proj.weight", {4, 4}));
+  EXPECT_TRUE(pick("h.1.mlp.fc.weight", {4, 4}));  // DeepSpeed's rule
+  EXPECT_TRUE(pick("wte.weight", {4, 4}));
+  EXPECT_FALSE(pick("model.embed_tokens.weight", {4, 4}));
+  EXPECT_THAT(Error(R"(optimizer { type: "Muon" } model { adam_params: "(" })"),
+              HasSubstr("model.adam_params[0] = \"(\": not a regular expression"));
+  EXPECT_THAT(Error(R"(model { muon_params: "wte.weight" })"),
+              HasSubstr("model.muon_params: only for optimizer.type \"Muon\""));
   EXPECT_THAT(Error(R"(zero_optimization { stage: 3 } optimizer { type: "Muon" })"),
               HasSubstr("needs zero_optimization.reduce_scatter: false (DeepSpeed: \"Muon and "
                         "reduce scatter cannot be used together\")"));
