@@ -49,6 +49,15 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
                       c.clip > 0 ? (c.clip_first ? "_clip_first" : "_clip") : "");
 }
 
+// Runs fn as kWorld ranks; every one must succeed.
+void ExpectRanksOk(const zerotrain::testing::RankFn& fn) {
+  auto outcomes = zerotrain::testing::SpawnRanks(kWorld, fn);
+  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kWorld));
+  for (const auto& o : outcomes) {
+    EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
+  }
+}
+
 MuonOptions TestMuon(bool clip_first) {
   MuonOptions m;
   m.lr = 0.02;
@@ -137,11 +146,7 @@ class MuonTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MuonTest, MatchesSingleProcessReference) {
   const Case c = GetParam();
-  auto outcomes = zerotrain::testing::SpawnRanks(kWorld, [c](int) { return TrainAndCompare(c); });
-  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kWorld));
-  for (const auto& o : outcomes) {
-    EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
-  }
+  ExpectRanksOk([c](int) { return TrainAndCompare(c); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, MuonTest,
@@ -187,12 +192,7 @@ absl::StatusOr<std::string> ResumeAndCompare(const std::string& dir) {
 TEST(MuonResumeTest, ResumedRunEndsBitwiseWhereTheStraightRunDoes) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/muon_resume");
-  auto outcomes =
-      zerotrain::testing::SpawnRanks(kWorld, [dir](int) { return ResumeAndCompare(dir); });
-  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kWorld));
-  for (const auto& o : outcomes) {
-    EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
-  }
+  ExpectRanksOk([dir](int) { return ResumeAndCompare(dir); });
 }
 
 // A step whose gradients overflow is skipped and leaves the momentum as it was: with one such step
@@ -230,11 +230,7 @@ absl::StatusOr<std::string> SkipAndCompare() {
 }
 
 TEST(MuonOverflowTest, ASkippedStepLeavesTheMomentumAsItWas) {
-  auto outcomes = zerotrain::testing::SpawnRanks(kWorld, [](int) { return SkipAndCompare(); });
-  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kWorld));
-  for (const auto& o : outcomes) {
-    EXPECT_TRUE(o.status.ok()) << zerotrain::testing::FormatOutcomes(outcomes);
-  }
+  ExpectRanksOk([](int) { return SkipAndCompare(); });
 }
 
 }  // namespace
