@@ -409,8 +409,11 @@ TierTraffic Engine::traffic() const {
 }
 
 double Engine::formula_bytes() const {
+  MasterBytes k;
+  if (options_.bf16_master_weights) k.master = 2;
+  if (options_.bf16_optimizer_states) k.states = 4;
   return ZeroFormulaBytes(options_.stage, options_.precision != Precision::kFloat32,
-                          flat_params().layout().padded_numel(), group_->world_size());
+                          flat_params().layout().padded_numel(), group_->world_size(), k);
 }
 
 }  // namespace zerotrain::engine

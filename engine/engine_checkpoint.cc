@@ -214,7 +214,7 @@ absl::Status Engine::AppendState(const std::vector<MasterSpan>& spans,
   // One sub-group at a time, as the optimizer step reads them: the save holds no more of the
   // state than a step does. Spans and sub-groups both ascend, so each array is appended in order.
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
-  return master_->store().VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
+  return master_->VisitAll(offload::Access::kRead, [&](const MasterView& v) {
     for (const MasterSpan& span : spans) {
       const int64_t lo = std::max(span.begin, v.begin);
       const int64_t hi = std::min(span.begin + span.numel, v.begin + v.numel);
@@ -383,7 +383,7 @@ absl::Status Engine::ReadStateFrom(checkpoint::CheckpointReader& reader) {
   std::vector<std::string> arrays = {checkpoint::kMasterArray};
   for (const std::string& name : master_->optimizer().state_names()) arrays.push_back(name);
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
-  return master_->store().VisitAll(offload::Access::kWrite, [&](const offload::SubGroupView& v) {
+  return master_->VisitAll(offload::Access::kWrite, [&](const MasterView& v) {
     const int64_t end = v.begin + v.numel;
     at::Tensor host = at::empty({std::min(kPieceNumel, v.numel)}, at::kFloat);
     for (size_t a = 0; a < arrays.size(); ++a) {

@@ -119,6 +119,16 @@ absl::Status ValidateEngineOptions(const EngineOptions& o) {
     return absl::UnimplementedError(
         "Muon with offload_optimizer nvme: not supported by zerotrain yet (cpu offload is)");
   }
+  if (o.bf16_optimizer_states && !o.bf16_master_weights) {
+    return absl::InvalidArgumentError(
+        "bf16_optimizer_states needs bf16_master_weights (DeepSpeed: \"bf16_optimizer_states "
+        "requires bf16_master_weights_and_grads to be enabled.\")");
+  }
+  if (o.bf16_master_weights && (o.stage == 0 || o.precision != Precision::kBFloat16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bf16_master_weights at stage ", o.stage, " with precision ", PrecisionName(o.precision),
+        ": bf16 master weights are for a bf16 model at ZeRO stage 1, 2 or 3"));
+  }
   if (o.keep_last_checkpoints < 0) {
     return absl::InvalidArgumentError(absl::StrCat("keep_last_checkpoints is ",
                                                    o.keep_last_checkpoints,
@@ -203,7 +213,8 @@ Fingerprint MakeFingerprint(const EngineOptions& o, const BatchSizes& batch,
       " rbs=", o.reduce_bucket_size, " agbs=", o.allgather_bucket_size,
       " unused=", o.ignore_unused_parameters, " opt=", static_cast<int>(o.optimizer),
       " custom_opt=", static_cast<bool>(o.optimizer_factory), " lr=", BuiltInLr(o),
-      " scale=", o.fp16.loss_scale, "/", o.fp16.initial_scale_power);
+      " scale=", o.fp16.loss_scale, "/", o.fp16.initial_scale_power,
+      " bf16_states=", o.bf16_master_weights, "/", o.bf16_optimizer_states);
   if (o.stage == 3) {
     // Persistence decides the layout, so it must agree; the other stage-3 knobs only steer
     // when gathers happen, which must also match across ranks for the collectives to pair up.

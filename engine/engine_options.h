@@ -123,7 +123,14 @@ struct EngineOptions {
   int64_t gradient_accumulation_steps = 0;
 
   Precision precision = Precision::kFloat32;  // bf16/fp16 cast the module; master stays fp32
-  optim::LossScalerOptions fp16;              // fp16 only
+  // bf16 at stages 1-3 (DeepSpeed's bf16.bf16_master_weights_and_grads / bf16_optimizer_states):
+  // the master weights, and then also the optimizer's state arrays, are kept in bf16, rounded to
+  // nearest even after each step; the optimizer still computes in fp32 (MasterState). At stage 3
+  // without offload_optimizer a bf16 master is the parameter shard itself. The gradients are the
+  // model's dtype (bf16) at every setting; those offload_optimizer nvme keeps on disk stay fp32.
+  bool bf16_master_weights = false;
+  bool bf16_optimizer_states = false;  // needs bf16_master_weights
+  optim::LossScalerOptions fp16;       // fp16 only
   // bf16 and fp32: an optimizer step whose gradients hold inf/NaN on any rank is skipped
   // (DeepSpeed's bf16.check_grad_overflow; fp16 always skips, through its loss scaler).
   bool check_grad_overflow = true;

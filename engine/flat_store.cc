@@ -66,9 +66,9 @@ std::vector<MasterRun> FlatStore::MasterRunsOf(int i) const {
   return OwnedRuns(layout, i, group_->rank());
 }
 
-bool FlatStore::ModelCanBeMaster() const {
+bool FlatStore::ModelCanBeMaster(c10::ScalarType master_dtype) const {
   // Only a whole master is laid out as the flat buffer.
-  return whole_ && flat_.groups().size() == 1 && flat_.groups()[0].dtype == at::kFloat;
+  return whole_ && flat_.groups().size() == 1 && flat_.groups()[0].dtype == master_dtype;
 }
 
 absl::StatusOr<at::Tensor> FlatStore::ModelRange(int64_t begin, int64_t numel) const {

@@ -23,7 +23,7 @@ class FlatStore : public ParamStore {
   int64_t master_numel() const override;
   std::vector<ModelRun> ModelRuns() const override;
   std::vector<MasterRun> MasterRunsOf(int param) const override;
-  bool ModelCanBeMaster() const override;
+  bool ModelCanBeMaster(c10::ScalarType master_dtype) const override;
   absl::StatusOr<at::Tensor> ModelRange(int64_t begin, int64_t numel) const override;
   partition::GradKeeping grad_keeping() const override { return keeping_; }
 

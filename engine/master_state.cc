@@ -1,8 +1,8 @@
 // MasterState (master_state.h): where offload_optimizer keeps the master and the states (arrays on
-// the model's device, or a SubGroupStore in host memory or on NVMe), how they are filled from the
-// model, copied out and written from a parameter's values; master_state_step.cc steps them.
-// Sub-group arrays are reached as tensors on the state runtime's device (Array), so the same code
-// serves host and device memory.
+// the model's device, or a SubGroupStore in host memory or on NVMe), in which dtype, how they are
+// widened to fp32 for a visit, filled from the model, copied out and written from a parameter's
+// values; master_state_step.cc steps them. Arrays are reached as tensors on the state runtime's
+// device (Array), so the same code serves host and device memory.
 #include "engine/master_state.h"
 
 #include <ATen/ops/empty.h>
@@ -32,11 +32,19 @@ absl::StatusOr<std::unique_ptr<MasterState>> MasterState::Create(
   m->copies_ = in.copies;
   m->optimizer_ = std::move(optimizer);
   m->numel_ = in.params->master_numel();
-  m->aliases_params_ = off.device == OffloadDevice::kNone && in.params->ModelCanBeMaster();
+  const c10::ScalarType master_dtype = options.bf16_master_weights ? at::kBFloat16 : at::kFloat;
+  const c10::ScalarType state_dtype = options.bf16_optimizer_states ? at::kBFloat16 : at::kFloat;
+  m->aliases_params_ =
+      off.device == OffloadDevice::kNone && in.params->ModelCanBeMaster(master_dtype);
 
   offload::SubGroupStoreOptions so;
   so.arrays = {checkpoint::kMasterArray};
-  for (const std::string& n : m->optimizer_->state_names()) so.arrays.push_back(n);
+  m->dtypes_ = {master_dtype};
+  for (const std::string& n : m->optimizer_->state_names()) {
+    so.arrays.push_back(n);
+    m->dtypes_.push_back(state_dtype);
+  }
+  for (c10::ScalarType t : m->dtypes_) so.element_bytes.push_back(c10::elementSize(t));
   // What each array starts from: the master is filled below, the states as the optimizer says.
   std::vector<float> initial = {0.0f};
   for (float v : m->optimizer_->initial_state()) initial.push_back(v);
@@ -54,6 +62,12 @@ absl::StatusOr<std::unique_ptr<MasterState>> MasterState::Create(
   m->staging_ = std::make_unique<StepStaging>(
       m->runtime_, in.transfer, in.pool, absl::FromChrono(in.group->options().timeout), in.copies);
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
+  for (c10::ScalarType t : m->dtypes_) {
+    m->widened_.push_back(
+        t == at::kFloat ? at::Tensor()
+                        : at::empty({std::min(kPieceNumel, so.sub_group_numel)},
+                                    at::TensorOptions(at::kFloat).device(m->runtime_->device())));
+  }
   if (off.device == OffloadDevice::kNone) ZT_RETURN_IF_ERROR(m->AllocateResident(initial, &so));
   if (off.device == OffloadDevice::kNvme) {
     so.device = offload::StoreDevice::kNvme;
@@ -77,14 +91,14 @@ absl::Status MasterState::AllocateResident(const std::vector<float>& initial,
         resident_.push_back(whole);
       } else {
         resident_.push_back(at::full({numel_}, initial[a],
-                                     at::TensorOptions(at::kFloat).device(runtime_->device())));
+                                     at::TensorOptions(dtypes_[a]).device(runtime_->device())));
       }
-      so->external.push_back(resident_.back().data_ptr<float>());
+      so->external.push_back(resident_.back().data_ptr());
     }
   } catch (const c10::Error& e) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "allocating the fp32 master and optimizer states (", so->arrays.size(), " x ", numel_,
-        " floats) on ", runtime_->device().str(), ": ", e.what_without_backtrace()));
+        "allocating the master and optimizer states (", so->arrays.size(), " x ", numel_,
+        " elements) on ", runtime_->device().str(), ": ", e.what_without_backtrace()));
   }
   return absl::OkStatus();
 }
@@ -93,20 +107,19 @@ absl::Status MasterState::AllocateResident(const std::vector<float>& initial,
 absl::Status MasterState::Fill(const std::vector<float>& initial) {
   const std::vector<ModelRun> runs = params_->ModelRuns();
   c10::NoGradGuard no_grad;
-  return store_->VisitAll(
-      offload::Access::kWrite, [&](const offload::SubGroupView& v) -> absl::Status {
-        for (size_t a = 0; a < v.arrays.size(); ++a) Array(v.arrays[a], v.numel).fill_(initial[a]);
-        at::Tensor m = Array(v.arrays[0], v.numel);
-        for (const ModelRun& r : runs) {
-          const int64_t lo = std::max(r.master_offset, v.begin);
-          const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
-          if (lo >= hi) continue;
-          ZT_ASSIGN_OR_RETURN(at::Tensor model,
-                              params_->ModelRange(r.model_offset + lo - r.master_offset, hi - lo));
-          m.narrow(0, lo - v.begin, hi - lo).copy_(model);
-        }
-        return absl::OkStatus();
-      });
+  return VisitAll(offload::Access::kWrite, [&](const MasterView& v) -> absl::Status {
+    for (size_t a = 0; a < v.arrays.size(); ++a) Array(v.arrays[a], v.numel).fill_(initial[a]);
+    at::Tensor m = Array(v.arrays[0], v.numel);
+    for (const ModelRun& r : runs) {
+      const int64_t lo = std::max(r.master_offset, v.begin);
+      const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
+      if (lo >= hi) continue;
+      ZT_ASSIGN_OR_RETURN(at::Tensor model,
+                          params_->ModelRange(r.model_offset + lo - r.master_offset, hi - lo));
+      m.narrow(0, lo - v.begin, hi - lo).copy_(model);
+    }
+    return absl::OkStatus();
+  });
 }
 
 at::Tensor MasterState::Array(float* data, int64_t numel) const {
@@ -116,7 +129,7 @@ at::Tensor MasterState::Array(float* data, int64_t numel) const {
 absl::StatusOr<at::Tensor> MasterState::Copy() const {
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
   at::Tensor out = at::empty({numel_}, at::kFloat);
-  ZT_RETURN_IF_ERROR(store_->VisitAll(offload::Access::kRead, [&](const offload::SubGroupView& v) {
+  ZT_RETURN_IF_ERROR(VisitAll(offload::Access::kRead, [&](const MasterView& v) {
     const at::Tensor from = Array(v.arrays[0], v.numel);
     out.narrow(0, v.begin, v.numel).copy_(from);
     copies_->Count(from, out);
@@ -129,25 +142,69 @@ absl::Status MasterState::FromValues(const std::vector<MasterRun>& runs, const a
   for (const MasterRun& run : runs) {
     // Here model_offset is the offset into `values`.
     const ModelRun r{run.master_offset, run.param_offset, run.numel};
-    ZT_RETURN_IF_ERROR(store_->Visit(
-        r.master_offset, r.master_offset + r.numel, offload::Access::kReadWrite,
-        [&](const offload::SubGroupView& v) {
-          const int64_t lo = std::max(r.master_offset, v.begin);
-          const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
-          Array(v.arrays[0] + (lo - v.begin), hi - lo)
-              .copy_(values.narrow(0, r.model_offset + (lo - r.master_offset), hi - lo));
-          return absl::OkStatus();
-        }));
+    ZT_RETURN_IF_ERROR(
+        Visit(r.master_offset, r.master_offset + r.numel, offload::Access::kReadWrite,
+              [&](const MasterView& v) {
+                const int64_t lo = std::max(r.master_offset, v.begin);
+                const int64_t hi = std::min(r.master_offset + r.numel, v.begin + v.numel);
+                Array(v.arrays[0] + (lo - v.begin), hi - lo)
+                    .copy_(values.narrow(0, r.model_offset + (lo - r.master_offset), hi - lo));
+                return absl::OkStatus();
+              }));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MasterState::Visit(int64_t begin, int64_t end, offload::Access access,
+                                const MasterVisitFn& fn) const {
+  return store_->Visit(begin, end, access, [&](const offload::SubGroupView& v) {
+    return VisitPieces(v, begin, end, access, fn);
+  });
+}
+
+absl::Status MasterState::VisitPieces(const offload::SubGroupView& v, int64_t begin, int64_t end,
+                                      offload::Access access, const MasterVisitFn& fn) const {
+  const bool all_fp32 = std::all_of(dtypes_.begin(), dtypes_.end(),
+                                    [](c10::ScalarType t) { return t == at::kFloat; });
+  if (all_fp32) {
+    MasterView whole{v.begin, v.numel, {}, v.grads};
+    for (size_t a = 0; a < v.arrays.size(); ++a) whole.arrays.push_back(v.floats(a));
+    return fn(whole);
+  }
+  const auto stored = [&](size_t a, int64_t offset, int64_t n) {
+    return at::from_blob(static_cast<char*>(v.arrays[a]) + offset * c10::elementSize(dtypes_[a]),
+                         {n}, at::TensorOptions(dtypes_[a]).device(runtime_->device()));
+  };
+  for (int64_t offset = 0; offset < v.numel; offset += kPieceNumel) {
+    const int64_t n = std::min(kPieceNumel, v.numel - offset);
+    if (v.begin + offset + n <= begin || v.begin + offset >= end) continue;
+    MasterView piece{v.begin + offset, n, {}, v.grads == nullptr ? nullptr : v.grads + offset};
+    for (size_t a = 0; a < v.arrays.size(); ++a) {
+      if (dtypes_[a] == at::kFloat) {
+        piece.arrays.push_back(v.floats(a) + offset);
+        continue;
+      }
+      at::Tensor wide = widened_[a].narrow(0, 0, n);
+      if (access != offload::Access::kWrite) wide.copy_(stored(a, offset, n));
+      piece.arrays.push_back(wide.data_ptr<float>());
+    }
+    ZT_RETURN_IF_ERROR(fn(piece));
+    if (access == offload::Access::kRead) continue;
+    // Rounded to nearest even, as a tensor copy_ (and DeepSpeed's bf16 copies) round.
+    for (size_t a = 0; a < v.arrays.size(); ++a) {
+      if (dtypes_[a] != at::kFloat) stored(a, offset, n).copy_(widened_[a].narrow(0, 0, n));
+    }
   }
   return absl::OkStatus();
 }
 
 void MasterState::AddBytes(ModelStateBytes* b) const {
-  const int64_t array_bytes = numel_ * 4;
-  const int64_t states = store_->num_arrays() - 1;
+  const auto array_bytes = [&](int a) { return numel_ * store_->element_bytes(a); };
+  int64_t states = 0;
+  for (int a = 1; a < store_->num_arrays(); ++a) states += array_bytes(a);
   if (options_->offload_optimizer.device == OffloadDevice::kNone) {
-    b->master = aliases_params_ ? 0 : array_bytes;
-    b->optimizer_states = states * array_bytes;
+    b->master = aliases_params_ ? 0 : array_bytes(0);
+    b->optimizer_states = states;
   } else {
     b->offloaded_host += store_->host_bytes();
     b->offloaded_nvme += store_->nvme_bytes();

@@ -1,8 +1,12 @@
-// MasterState: this rank's fp32 master weights and optimizer states, one object: the
-// SubGroupStore that holds them where offload_optimizer puts them (the model's device, host
-// memory or NVMe), the ShardOptimizer that steps them a sub-group at a time, and the StepStaging
-// that brings the gradients to the state's device and the new parameters back. The Engine keeps
-// the order of a step; this keeps the state and how it is reached.
+// MasterState: this rank's master weights and optimizer states, one object: the SubGroupStore
+// that holds them where offload_optimizer puts them (the model's device, host memory or NVMe), in
+// fp32 or, under bf16 master weights / optimizer states, in bf16; the ShardOptimizer that steps
+// them a sub-group at a time; and the StepStaging that brings the gradients to the state's device
+// and the new parameters back. The Engine keeps the order of a step; this keeps the state and how
+// it is reached. Whatever the arrays are stored as, everyone reads and writes them as fp32
+// (Visit): a bf16 array is widened into a small fp32 buffer a piece at a time and rounded back
+// to nearest even when the piece is done, which is DeepSpeed's arithmetic for bf16 master weights
+// (fp32 math, bf16 storage) at a few MiB of buffers.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -41,6 +45,15 @@ struct MasterStateInputs {
   std::vector<int> param_groups;
 };
 
+// A piece of the state as the optimizer sees it: every array as fp32, whatever it is stored as.
+struct MasterView {
+  int64_t begin = 0;  // first element (of every array) of the piece
+  int64_t numel = 0;
+  std::vector<float*> arrays;    // arrays[a][i] is element begin + i of array a
+  const float* grads = nullptr;  // VisitWithGrads: the store's gradients for the piece
+};
+using MasterVisitFn = std::function<absl::Status(const MasterView&)>;
+
 class MasterState {
  public:
   // Builds the store and fills the master from the model (every element written: padding as
@@ -55,15 +68,27 @@ class MasterState {
   ShardOptimizer& optimizer() const { return *optimizer_; }
   StepStaging& staging() const { return *staging_; }
   offload::SubGroupStore& store() const { return *store_; }
-  // Sub-group memory of the state as a tensor on the device it lives on.
+  // fp32 memory of a view as a tensor on the device the state lives on.
   at::Tensor Array(float* data, int64_t numel) const;
+  // What array a is stored as: kFloat or kBFloat16.
+  c10::ScalarType dtype(int a) const { return dtypes_[a]; }
+
+  // The store's Visit of [begin, end) as fp32 pieces: a sub-group whole when every array is fp32,
+  // else pieces of at most kPieceNumel elements (those overlapping [begin, end)); kWrite reads
+  // nothing first, kRead writes nothing back.
+  absl::Status Visit(int64_t begin, int64_t end, offload::Access access,
+                     const MasterVisitFn& fn) const;
+  absl::Status VisitAll(offload::Access access, const MasterVisitFn& fn) const {
+    return Visit(0, numel_, access, fn);
+  }
+  static constexpr int64_t kPieceNumel = int64_t{1} << 18;
 
   // A host copy of the master weights (read from NVMe when offloaded there).
   absl::StatusOr<at::Tensor> Copy() const;
   // `values` (a parameter's full values, flat, fp32) into this rank's `runs` of the master.
   absl::Status FromValues(const std::vector<MasterRun>& runs, const at::Tensor& values);
-  // Every sub-group, with its gradients where the store keeps them.
-  absl::Status VisitWithGrads(const std::function<absl::Status(const offload::SubGroupView&)>& fn);
+  // Every piece (kReadWrite), with its gradients where the store keeps them.
+  absl::Status VisitWithGrads(const MasterVisitFn& fn);
   // The optimizer's step `step` over every sub-group (master_state_step.cc); collective when the
   // optimizer asks for tensor sums.
   absl::Status Step(int64_t step, double grad_scale, const std::vector<ShardSegment>& segments);
@@ -76,6 +101,9 @@ class MasterState {
   absl::Status AllocateResident(const std::vector<float>& initial,
                                 offload::SubGroupStoreOptions* so);
   absl::Status Fill(const std::vector<float>& initial);
+  // fn over the pieces of one store view (see Visit).
+  absl::Status VisitPieces(const offload::SubGroupView& v, int64_t begin, int64_t end,
+                           offload::Access access, const MasterVisitFn& fn) const;
 
   const EngineOptions* options_ = nullptr;
   comm::ProcessGroup* group_ = nullptr;
@@ -89,8 +117,10 @@ class MasterState {
   const DeviceRuntime* runtime_ = &DeviceRuntime::Host();
   std::unique_ptr<ShardOptimizer> optimizer_;
   std::unique_ptr<StepStaging> staging_;
-  std::vector<at::Tensor> resident_;  // without offload: the arrays store_ cuts up
-  // The fp32 master weights, then the optimizer's state arrays, of numel_ elements each.
+  std::vector<at::Tensor> resident_;     // without offload: the arrays store_ cuts up
+  std::vector<c10::ScalarType> dtypes_;  // per array
+  std::vector<at::Tensor> widened_;      // per bf16 array: its piece in fp32
+  // The master weights, then the optimizer's state arrays, of numel_ elements each.
   std::unique_ptr<offload::SubGroupStore> store_;
 };
 

@@ -65,7 +65,7 @@ std::vector<ShardSegment> CutAtParams(const std::vector<ShardSegment>& segments,
 // sub-group, or its overlap with each part of a shard on NVMe).
 absl::Status MasterState::Step(int64_t step, double grad_scale,
                                const std::vector<ShardSegment>& segments) {
-  auto shard_of = [&](const offload::SubGroupView& v, int64_t begin, int64_t end) {
+  auto shard_of = [&](const MasterView& v, int64_t begin, int64_t end) {
     ShardState shard;
     shard.runtime = runtime_;
     shard.begin = begin;
@@ -78,8 +78,8 @@ absl::Status MasterState::Step(int64_t step, double grad_scale,
   };
   // Each segment's part inside [begin, end) of sub-group v; `out`: the low-precision copy of
   // [begin, end) when the store hands it out for the piece.
-  auto inside = [](const std::vector<ShardSegment>& all, const offload::SubGroupView& v,
-                   int64_t begin, int64_t end, const at::Tensor& out) {
+  auto inside = [](const std::vector<ShardSegment>& all, const MasterView& v, int64_t begin,
+                   int64_t end, const at::Tensor& out) {
     std::vector<ShardSegment> parts;
     for (const ShardSegment& s : all) {
       std::optional<ShardSegment> c = Clip(s, begin, end);
@@ -104,7 +104,7 @@ absl::Status MasterState::Step(int64_t step, double grad_scale,
     stepped =
         CutAtParams(segments, params_->MasterRuns(), width, sums.data_ptr<double>(), param_groups_);
     // Pass 1 writes no parameter, so it visits the sub-groups without the store's pieces.
-    const absl::Status summed = VisitWithGrads([&](const offload::SubGroupView& v) {
+    const absl::Status summed = VisitWithGrads([&](const MasterView& v) {
       std::vector<ShardSegment> parts = inside(stepped, v, v.begin, v.begin + v.numel, {});
       for (ShardSegment& p : parts) p.params_out = nullptr;
       return optimizer_->AddTensorSums(step, grad_scale, shard_of(v, v.begin, v.begin + v.numel),
@@ -124,7 +124,7 @@ absl::Status MasterState::Step(int64_t step, double grad_scale,
   // under offload_optimizer) is written into a staging buffer and copied back before the store
   // writes the piece back (only stage 3 hands pieces out, and it has no ParamsOut segments, so
   // Publish copies this piece's buffer alone).
-  return VisitWithGrads([&](const offload::SubGroupView& v) {
+  return VisitWithGrads([&](const MasterView& v) {
     return params_->ForEachStepPiece(
         v.begin, v.begin + v.numel, aliases_params_,
         [&](int64_t lo, int64_t hi, const at::Tensor& out) -> absl::Status {
@@ -139,10 +139,11 @@ absl::Status MasterState::Step(int64_t step, double grad_scale,
   });
 }
 
-absl::Status MasterState::VisitWithGrads(
-    const std::function<absl::Status(const offload::SubGroupView&)>& fn) {
-  return grads_in_store_ ? store_->VisitWithGrads(offload::Access::kReadWrite, fn)
-                         : store_->VisitAll(offload::Access::kReadWrite, fn);
+absl::Status MasterState::VisitWithGrads(const MasterVisitFn& fn) {
+  if (!grads_in_store_) return VisitAll(offload::Access::kReadWrite, fn);
+  return store_->VisitWithGrads(offload::Access::kReadWrite, [&](const offload::SubGroupView& v) {
+    return VisitPieces(v, 0, numel_, offload::Access::kReadWrite, fn);
+  });
 }
 
 }  // namespace zerotrain::engine

@@ -14,18 +14,22 @@ std::string ModelStateBytes::ToString() const {
           : "");
 }
 
-double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world) {
+double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world, MasterBytes k) {
   const double p = static_cast<double>(psi);
   const double n = static_cast<double>(world);
-  if (stage == 3) return 16 * p / n;  // everything sharded, in either precision
+  const double big_k = k.master + k.states;  // the paper's K: 12 with fp32 master and moments
+  if (stage == 3) {
+    // Everything sharded, in either precision; a bf16 master is the bf16 parameter shard.
+    return (mixed_precision && k.master == 2 ? 4 + k.states : 4 + big_k) * p / n;
+  }
   if (mixed_precision) {
     switch (stage) {
       case 0:
-        return 16 * p;
+        return (4 + big_k) * p;
       case 1:
-        return 4 * p + 12 * p / n;
+        return 4 * p + big_k * p / n;
       default:
-        return 2 * p + 14 * p / n;
+        return 2 * p + (2 + big_k) * p / n;
     }
   }
   switch (stage) {

@@ -7,6 +7,9 @@
 //     stage 0: 16 Psi        stage 1: 8 Psi + 12 Psi / N        stage 2: 4 Psi + 16 Psi / N
 //   stage 3, either precision: 16 Psi / N (fp32: the parameter shard is the master shard), plus
 //   the persistent parameters every rank keeps whole and the gathered ones alive during a step.
+// With bf16 master weights K = 2 + 8 = 10, and with bf16 optimizer states too K = 2 + 4 = 6; at
+// stage 3 (no optimizer offload) the bf16 parameter shard is the master: (2 + 2 + 8) Psi / N and
+// (2 + 2 + 4) Psi / N, as DeepSpeed, which keeps one bf16 copy there too.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,14 @@ struct ModelStateBytes {
   std::string ToString() const;
 };
 
+// Bytes per element of the master weights and of Adam's two moments together.
+struct MasterBytes {
+  int master = 4;  // 2 with bf16 master weights
+  int states = 8;  // 4 with bf16 optimizer states
+};
+
 // The formula above, in bytes, for `psi` elements (padded flat size), `world` ranks and Adam.
-double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world);
+double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world,
+                        MasterBytes k = {});
 
 }  // namespace zerotrain::engine

@@ -109,23 +109,22 @@ absl::StatusOr<std::unique_ptr<MuonGradients>> MuonGradients::Create(
 absl::Status MuonGradients::ForEachOverlap(const Batch& batch,
                                            const std::vector<partition::GradSegment>& grads,
                                            const OverlapFn& fn) {
-  return master_->store().VisitAll(
-      offload::Access::kReadWrite, [&](const offload::SubGroupView& v) -> absl::Status {
-        const int64_t v_end = v.begin + v.numel;
-        for (const Piece& p : pieces_) {
-          const int64_t p_end = p.master_offset + p.numel;
-          if (batch.offsets[p.matrix] < 0 || p_end <= v.begin || p.master_offset >= v_end) continue;
-          for (const partition::GradSegment& g : grads) {
-            const int64_t lo = std::max({p.master_offset, v.begin, g.shard_offset});
-            const int64_t hi = std::min({p_end, v_end, g.shard_offset + g.numel});
-            if (lo >= hi) continue;
-            fn(p, master_->Array(v.arrays[1] + (lo - v.begin), hi - lo),
-               g.grads.narrow(0, lo - g.shard_offset, hi - lo),
-               batch.offsets[p.matrix] + p.param_offset + (lo - p.master_offset));
-          }
-        }
-        return absl::OkStatus();
-      });
+  return master_->VisitAll(offload::Access::kReadWrite, [&](const MasterView& v) -> absl::Status {
+    const int64_t v_end = v.begin + v.numel;
+    for (const Piece& p : pieces_) {
+      const int64_t p_end = p.master_offset + p.numel;
+      if (batch.offsets[p.matrix] < 0 || p_end <= v.begin || p.master_offset >= v_end) continue;
+      for (const partition::GradSegment& g : grads) {
+        const int64_t lo = std::max({p.master_offset, v.begin, g.shard_offset});
+        const int64_t hi = std::min({p_end, v_end, g.shard_offset + g.numel});
+        if (lo >= hi) continue;
+        fn(p, master_->Array(v.arrays[1] + (lo - v.begin), hi - lo),
+           g.grads.narrow(0, lo - g.shard_offset, hi - lo),
+           batch.offsets[p.matrix] + p.param_offset + (lo - p.master_offset));
+      }
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status MuonGradients::ApplyBatch(const Batch& batch,

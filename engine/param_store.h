@@ -60,9 +60,9 @@ class ParamStore {
   virtual std::vector<MasterRun> MasterRunsOf(int param) const = 0;
   // This rank's master runs of every parameter, in parameter order.
   std::vector<MasterRun> MasterRuns() const;
-  // Whether the model's copy is one fp32 tensor laid out as the master, so that (without
-  // optimizer offload) the master can be the parameters themselves.
-  virtual bool ModelCanBeMaster() const = 0;
+  // Whether the model's copy is one tensor of the master's dtype laid out as the master, so that
+  // (without optimizer offload) the master can be the parameters themselves.
+  virtual bool ModelCanBeMaster(c10::ScalarType master_dtype) const = 0;
   // Elements [begin, begin + numel) of the model's copy in model coordinates: a view where it is
   // resident, a copy where offload_param keeps it on NVMe.
   virtual absl::StatusOr<at::Tensor> ModelRange(int64_t begin, int64_t numel) const = 0;

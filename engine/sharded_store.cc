@@ -47,9 +47,9 @@ std::vector<MasterRun> ShardedStore::MasterRunsOf(int i) const {
   return OwnedRuns(sharded_->layout(), i, group_->rank());
 }
 
-bool ShardedStore::ModelCanBeMaster() const {
+bool ShardedStore::ModelCanBeMaster(c10::ScalarType master_dtype) const {
   const partition::ParamShard& shard = sharded_->shard();
-  return shard.dtype() == at::kFloat && shard.options().device == partition::ParamDevice::kModel;
+  return shard.dtype() == master_dtype && shard.options().device == partition::ParamDevice::kModel;
 }
 
 absl::StatusOr<at::Tensor> ShardedStore::ModelRange(int64_t begin, int64_t numel) const {

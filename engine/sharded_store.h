@@ -23,7 +23,7 @@ class ShardedStore : public ParamStore {
   int64_t master_numel() const override { return sharded_->shard().numel(); }
   std::vector<ModelRun> ModelRuns() const override { return {{0, 0, master_numel()}}; }
   std::vector<MasterRun> MasterRunsOf(int param) const override;
-  bool ModelCanBeMaster() const override;
+  bool ModelCanBeMaster(c10::ScalarType master_dtype) const override;
   absl::StatusOr<at::Tensor> ModelRange(int64_t begin, int64_t numel) const override;
   partition::GradKeeping grad_keeping() const override { return partition::GradKeeping::kShard; }
 

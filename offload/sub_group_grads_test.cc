@@ -69,7 +69,9 @@ std::vector<float> ReadGrads(SubGroupStore& store, float state) {
   absl::Status s = store.VisitWithGrads(Access::kRead, [&](const SubGroupView& v) {
     EXPECT_NE(v.grads, nullptr);
     std::copy(v.grads, v.grads + v.numel, out.begin() + v.begin);
-    for (float* a : v.arrays) EXPECT_EQ(*std::min_element(a, a + v.numel), state) << v.index;
+    for (size_t k = 0; k < v.arrays.size(); ++k) {
+      EXPECT_EQ(*std::min_element(v.floats(k), v.floats(k) + v.numel), state) << v.index;
+    }
     return absl::OkStatus();
   });
   EXPECT_TRUE(s.ok()) << s;
@@ -126,7 +128,8 @@ TEST(SubGroupGradsTest, PassesMatchAScalarReferenceOnHostAndNvme) {
     ASSERT_TRUE(store
                     ->VisitWithGrads(Access::kReadWrite,
                                      [](const SubGroupView& v) {
-                                       for (float* a : v.arrays) std::fill(a, a + v.numel, 2.0f);
+                                       for (size_t k = 0; k < v.arrays.size(); ++k)
+                                         std::fill(v.floats(k), v.floats(k) + v.numel, 2.0f);
                                        return absl::OkStatus();
                                      })
                     .ok());

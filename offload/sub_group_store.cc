@@ -1,5 +1,6 @@
-// SubGroupStore: the optimizer's per-element fp32 state, resident in host memory or swapped to
-// NVMe one sub-group region at a time through a few buffers that read ahead and write behind.
+// SubGroupStore: the optimizer's per-element state (fp32 or 2-byte arrays), resident in host memory
+// or swapped to NVMe one sub-group region at a time through a few buffers that read ahead and write
+// behind.
 #include "offload/sub_group_store.h"
 
 #include <algorithm>
@@ -40,6 +41,13 @@ absl::Status CheckOptions(const SubGroupStoreOptions& o) {
   if ((o.numel - 1) / o.sub_group_numel >= INT_MAX) {
     return Bad("sub_group_numel", o.sub_group_numel,
                absl::StrCat("too small for numel ", o.numel, ": sub-groups are numbered by int"));
+  }
+  if (!o.element_bytes.empty() && o.element_bytes.size() != o.arrays.size()) {
+    return Bad("element_bytes", absl::StrCat(o.element_bytes.size(), " entries"),
+               absl::StrCat("must be empty or one per array (", o.arrays.size(), ")"));
+  }
+  for (int b : o.element_bytes) {
+    if (b != 4 && b != 2) return Bad("element_bytes", b, "each must be 4 or 2");
   }
   if (o.pool == nullptr) return Bad("pool", "null", "required");
   const std::string device = StoreDeviceName(o.device);
@@ -103,10 +111,11 @@ absl::Status SubGroupStore::Impl::Drain() {
   return first;
 }
 
-SubGroupView SubGroupStore::Impl::View(int g, float* buffer, const float* grads) const {
+SubGroupView SubGroupStore::Impl::View(int g, char* buffer, const float* grads) const {
   SubGroupView v{g, Begin(g), Numel(g), {}, grads};
   for (size_t a = 0; a < o.arrays.size(); ++a) {
-    v.arrays.push_back(buffer != nullptr ? buffer + a * v.numel : resident[a] + v.begin);
+    v.arrays.push_back(buffer != nullptr ? buffer : resident[a] + v.begin * Bytes(a));
+    if (buffer != nullptr) buffer += v.numel * Bytes(a);
   }
   return v;
 }
@@ -153,7 +162,7 @@ absl::Status SubGroupStore::Impl::VisitNvme(int first, int n, Access access, boo
     if (status.ok()) status = claim(j);  // that wait may have freed buffers for the read-ahead
     if (!status.ok()) break;
     const float* grads = with_grads ? grad_blocks[b].as<float>() : nullptr;
-    absl::Status fn_status = fn(View(first + j, blocks[b].as<float>(), grads));
+    absl::Status fn_status = fn(View(first + j, blocks[b].as<char>(), grads));
     if (!fn_status.ok()) {
       Drain().IgnoreError();  // an I/O failure here poisons the store; fn's error comes first
       return fn_status;
@@ -210,17 +219,19 @@ absl::StatusOr<std::unique_ptr<SubGroupStore>> SubGroupStore::Create(
   Impl& m = *store->impl_;
   const SubGroupStoreOptions& o = store->options_;
   if (o.device == StoreDevice::kHost) {
-    const int64_t bytes = o.numel * int64_t{sizeof(float)};
     for (int a = 0; a < store->num_arrays(); ++a) {
       if (!o.external.empty() && o.external[a] != nullptr) {
-        m.resident.push_back(o.external[a]);
+        m.resident.push_back(static_cast<char*>(o.external[a]));
         continue;
       }
-      ZT_RETURN_IF_ERROR(
-          AllocateBlocks(o.pool, 1, bytes, absl::StrCat("array '", o.arrays[a], "'"), &m.blocks));
-      m.resident.push_back(m.blocks.back().as<float>());
+      ZT_RETURN_IF_ERROR(AllocateBlocks(o.pool, 1, o.numel * m.Bytes(a),
+                                        absl::StrCat("array '", o.arrays[a], "'"), &m.blocks));
+      m.resident.push_back(m.blocks.back().as<char>());
     }
-    if (o.grads) ZT_RETURN_IF_ERROR(AllocateBlocks(o.pool, 1, bytes, "gradients", &m.grad_blocks));
+    const int64_t grad_bytes = o.numel * int64_t{sizeof(float)};
+    if (o.grads) {
+      ZT_RETURN_IF_ERROR(AllocateBlocks(o.pool, 1, grad_bytes, "gradients", &m.grad_blocks));
+    }
     return store;
   }
   // Buffers before regions: a pool limit then fails before any file is made. Sub-group 0 is never
@@ -303,10 +314,12 @@ absl::Status SubGroupStore::Impl::Visit(int64_t begin, int64_t end, Access acces
   return status;
 }
 
-float* SubGroupStore::resident(int array) const {
+void* SubGroupStore::resident(int array) const {
   if (options_.device != StoreDevice::kHost || array < 0 || array >= num_arrays()) return nullptr;
   return impl_->resident[array];
 }
+
+int SubGroupStore::element_bytes(int array) const { return impl_->Bytes(array); }
 
 int SubGroupStore::num_sub_groups() const { return impl_->Groups(); }
 
@@ -320,7 +333,7 @@ int64_t SubGroupStore::host_bytes() const {
 
 int64_t SubGroupStore::nvme_bytes() const {
   if (options_.device != StoreDevice::kNvme) return 0;
-  return options_.numel * int64_t{sizeof(float)} * (num_arrays() + (options_.grads ? 1 : 0));
+  return options_.numel * (impl_->RowBytes() + (options_.grads ? int64_t{sizeof(float)} : 0));
 }
 
 absl::Status SubGroupStore::health() const { return impl_->poison; }

@@ -1,5 +1,6 @@
-// SubGroupStore: the per-element fp32 state of one rank's optimizer shard (master weights and
-// moments: several arrays of the same length), cut into sub-groups of sub_group_numel elements,
+// SubGroupStore: the per-element state of one rank's optimizer shard (master weights and
+// moments: several arrays of the same length, each of 4-byte or 2-byte elements: fp32, or bf16
+// under bf16 master weights / optimizer states), cut into sub-groups of sub_group_numel elements,
 // kept in host memory or swapped to NVMe. The optimizer reaches it only through Visit, one
 // sub-group at a time, which is what lets the NVMe store hold just `buffer_count` sub-groups in
 // memory and read the next sub-group while the caller steps the current one (ZeRO-Infinity's
@@ -7,7 +8,8 @@
 // and overwrites its master weights through Visit whether the state is offloaded or not.
 //
 // NVMe layout: one SwapSpace region per sub-group, "<region_prefix>sg<g>", holding the arrays
-// back to back (array a of sub-group g at byte a * numel(g) * 4), and with `grads` one more,
+// back to back (array a of sub-group g at byte numel(g) times the element bytes of the arrays
+// before it), and with `grads` one more,
 // "<region_prefix>grad<g>", for its gradients. Regions are reserved (their files preallocated) at
 // Create, so a full disk fails there; preallocated files read as zeros, which is the initial
 // state, so Create writes nothing.
@@ -40,12 +42,15 @@ const char* StoreDeviceName(StoreDevice d);  // "host", "nvme"
 struct SubGroupStoreOptions {
   std::vector<std::string> arrays;  // names, e.g. {"master", "exp_avg", "exp_avg_sq"}; >= 1
   int64_t numel = 0;                // elements in each array; > 0
-  int64_t sub_group_numel = 0;      // elements per sub-group (the last may be shorter); > 0
+  // Bytes per element of each array, 4 or 2; empty: 4 for every array. The store moves bytes and
+  // never converts: what a 2-byte element means (bf16) is the caller's.
+  std::vector<int> element_bytes;
+  int64_t sub_group_numel = 0;  // elements per sub-group (the last may be shorter); > 0
   StoreDevice device = StoreDevice::kHost;
-  // kHost only: memory the caller owns for some arrays (numel floats, alive as long as the
-  // store), e.g. fp32 parameters that double as master weights; nullptr = the store allocates.
+  // kHost only: memory the caller owns for some arrays (numel elements, alive as long as the
+  // store), e.g. parameters that double as master weights; nullptr = the store allocates.
   // Empty, or one entry per array.
-  std::vector<float*> external;
+  std::vector<void*> external;
   PinnedHostPool* pool = nullptr;  // required: where host memory (arrays or buffers) comes from
   SwapSpace* swap = nullptr;       // required for kNvme
   std::string region_prefix;       // kNvme: e.g. "rank0."; region names follow SwapSpace's rules
@@ -62,9 +67,12 @@ struct SubGroupView {
   int index = 0;      // sub-group number
   int64_t begin = 0;  // first element (of every array) this sub-group holds
   int64_t numel = 0;
-  std::vector<float*> arrays;  // arrays[a][i] is element begin + i of array a
+  // arrays[a] points at element `begin` of array a (of the array's element_bytes).
+  std::vector<void*> arrays;
   // VisitWithGrads: the sub-group's gradients as the last pass left them; null otherwise.
   const float* grads = nullptr;
+  // Array a as fp32 (an array of 4-byte elements).
+  float* floats(size_t a) const { return static_cast<float*>(arrays[a]); }
 };
 
 // Called by a gradient pass with each sub-group's final values, in order, before they are
@@ -116,8 +124,9 @@ class SubGroupStore {
   absl::Status AddGrads(int64_t begin, const float* grads, int64_t numel);
   absl::Status FinishGrads();  // waits for every write
 
-  // kHost: array a's numel floats; kNvme: nullptr (reach it through Visit).
-  float* resident(int array) const;
+  // kHost: array a's numel elements; kNvme: nullptr (reach it through Visit).
+  void* resident(int array) const;
+  int element_bytes(int array) const;  // 4 or 2
 
   const SubGroupStoreOptions& options() const { return options_; }
   int64_t numel() const { return options_.numel; }

@@ -32,9 +32,14 @@ struct SubGroupStore::Impl {
   int Groups() const { return static_cast<int>((o.numel - 1) / o.sub_group_numel + 1); }
   std::string Region(int g) const { return absl::StrCat(o.region_prefix, "sg", g); }
   std::string GradRegion(int g) const { return absl::StrCat(o.region_prefix, "grad", g); }
-  int64_t RegionBytes(int g) const {
-    return Numel(g) * int64_t{sizeof(float)} * static_cast<int64_t>(o.arrays.size());
+  int Bytes(size_t a) const { return o.element_bytes.empty() ? 4 : o.element_bytes[a]; }
+  // Bytes of one element of every array together.
+  int64_t RowBytes() const {
+    int64_t row = 0;
+    for (size_t a = 0; a < o.arrays.size(); ++a) row += Bytes(a);
+    return row;
   }
+  int64_t RegionBytes(int g) const { return Numel(g) * RowBytes(); }
 
   // Records the first I/O failure: the swapped state may be half-written from then on.
   absl::Status Fail(const Transfer& t, const absl::Status& s);
@@ -47,7 +52,7 @@ struct SubGroupStore::Impl {
   absl::Status Drain();                            // every transfer, gradients' too
   // kHost: pointers into the arrays; kNvme (buffer != null): the arrays back to back in it.
   // `grads`: the view's gradients, or null.
-  SubGroupView View(int g, float* buffer, const float* grads) const;
+  SubGroupView View(int g, char* buffer, const float* grads) const;
   absl::Status VisitNvme(int first, int n, Access access, bool with_grads, const VisitFn& fn);
   absl::Status Visit(int64_t begin, int64_t end, Access access, bool with_grads, const VisitFn& fn);
   absl::Status PoisonedError() const;
@@ -60,7 +65,7 @@ struct SubGroupStore::Impl {
 
   const SubGroupStoreOptions& o;
   std::vector<HostBlock> blocks;    // kHost: the arrays the store allocated; kNvme: the buffers
-  std::vector<float*> resident;     // kHost: every array, external or not
+  std::vector<char*> resident;      // kHost: every array, external or not
   std::vector<Transfer> in_flight;  // kNvme: one per buffer
   // options.grads: kHost the array (one block); kNvme one buffer per state buffer, each with its
   // transfer.

@@ -71,7 +71,7 @@ std::vector<std::vector<float>> ReadAll(SubGroupStore& store) {
   std::vector<std::vector<float>> out(store.num_arrays(), std::vector<float>(store.numel()));
   absl::Status s = store.VisitAll(Access::kRead, [&](const SubGroupView& v) {
     for (int a = 0; a < store.num_arrays(); ++a) {
-      std::copy(v.arrays[a], v.arrays[a] + v.numel, out[a].begin() + v.begin);
+      std::copy(v.floats(a), v.floats(a) + v.numel, out[a].begin() + v.begin);
     }
     return absl::OkStatus();
   });
@@ -112,7 +112,7 @@ TEST(SubGroupStoreTest, HostAndNvmeMatchAPlainReferenceThroughRandomPartialVisit
         EXPECT_EQ(v.numel, std::min(kSub, kNumel - v.begin));
         EXPECT_EQ(v.arrays.size(), kArrays);
         for (int a = 0; a < kArrays; ++a) {
-          for (int64_t i = 0; i < v.numel; ++i) v.arrays[a][i] += Delta(step, a, v.begin + i);
+          for (int64_t i = 0; i < v.numel; ++i) v.floats(a)[i] += Delta(step, a, v.begin + i);
         }
         return absl::OkStatus();
       });
@@ -155,8 +155,8 @@ TEST(SubGroupStoreTest, StartsAtZeroAndUsesExternalArraysInPlace) {
   }
   master.assign(kNumel, 5.0f);  // the caller's writes are the store's contents...
   absl::Status s = host->Visit(kNumel - 1, kNumel, Access::kReadWrite, [](const SubGroupView& v) {
-    EXPECT_EQ(v.arrays[0][0], 5.0f);
-    v.arrays[0][v.numel - 1] = 9.0f;
+    EXPECT_EQ(v.floats(0)[0], 5.0f);
+    v.floats(0)[v.numel - 1] = 9.0f;
     return absl::OkStatus();
   });
   ASSERT_TRUE(s.ok()) << s;
@@ -173,12 +173,12 @@ TEST(SubGroupStoreTest, WriteDoesNotReadAndReadDoesNotWriteBack) {
   auto pattern = [](int a, int64_t i) { return static_cast<float>(a * 100000 + i); };
   auto write = [&](const SubGroupView& v) {
     for (int a = 0; a < kArrays; ++a) {
-      for (int64_t i = 0; i < v.numel; ++i) v.arrays[a][i] = pattern(a, v.begin + i);
+      for (int64_t i = 0; i < v.numel; ++i) v.floats(a)[i] = pattern(a, v.begin + i);
     }
     return absl::OkStatus();
   };
   auto scribble = [](const SubGroupView& v) {
-    v.arrays[1][0] = -1.0f;  // in the buffer only: kRead writes nothing back
+    v.floats(1)[0] = -1.0f;  // in the buffer only: kRead writes nothing back
     return absl::OkStatus();
   };
   absl::Status s = store->VisitAll(Access::kWrite, write);
@@ -196,8 +196,8 @@ TEST(SubGroupStoreTest, TruncatedSwapFileFailsTheVisitNamingItAndPoisonsTheStore
   std::unique_ptr<SubGroupStore> store = f.Make(f.Options(StoreDevice::kNvme, 2));
   ASSERT_NE(store, nullptr);
   auto add_one = [](const SubGroupView& v) {
-    for (float* array : v.arrays) {
-      for (int64_t i = 0; i < v.numel; ++i) array[i] += 1;
+    for (size_t k = 0; k < v.arrays.size(); ++k) {
+      for (int64_t i = 0; i < v.numel; ++i) v.floats(k)[i] += 1;
     }
     return absl::OkStatus();
   };
@@ -224,8 +224,8 @@ TEST(SubGroupStoreTest, TruncatedSwapFileFailsTheVisitNamingItAndPoisonsTheStore
   ASSERT_TRUE(store
                   ->VisitAll(Access::kWrite,
                              [](const SubGroupView& v) {
-                               for (float* array : v.arrays)
-                                 std::fill(array, array + v.numel, 7.0f);
+                               for (size_t k = 0; k < v.arrays.size(); ++k)
+                                 std::fill(v.floats(k), v.floats(k) + v.numel, 7.0f);
                                return absl::OkStatus();
                              })
                   .ok());
@@ -233,9 +233,9 @@ TEST(SubGroupStoreTest, TruncatedSwapFileFailsTheVisitNamingItAndPoisonsTheStore
   ASSERT_TRUE(store
                   ->VisitAll(Access::kRead,
                              [](const SubGroupView& v) {
-                               for (float* array : v.arrays) {
+                               for (size_t k = 0; k < v.arrays.size(); ++k) {
                                  for (int64_t i = 0; i < v.numel; ++i) {
-                                   if (array[i] != 7.0f)
+                                   if (v.floats(k)[i] != 7.0f)
                                      return absl::InternalError(
                                          absl::StrCat("sub-group ", v.index));
                                  }
@@ -268,7 +268,7 @@ TEST(SubGroupStoreTest, CallbackErrorStopsTheVisitUnchangedWithoutPoisoning) {
     std::vector<int> seen;
     absl::Status s = store->Visit(10, kNumel, Access::kReadWrite, [&](const SubGroupView& v) {
       seen.push_back(v.index);
-      for (int64_t i = 0; i < v.numel; ++i) v.arrays[0][i] = 1;
+      for (int64_t i = 0; i < v.numel; ++i) v.floats(0)[i] = 1;
       return v.index == 2 ? stop : absl::OkStatus();
     });
     EXPECT_EQ(s, stop);

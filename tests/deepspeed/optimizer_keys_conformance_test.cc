@@ -103,8 +103,6 @@ struct RefusedValue {
 };
 constexpr RefusedValue kRefusedValues[] = {
     {"maximize", true, "", "gradient ascent; the engine descends"},
-    {"fp32_optimizer_states", false, "deepspeed.ops.adam.DeepSpeedCPUAdam",
-     "states in the parameters' dtype; zerotrain's are fp32"},
     {"fp32_optimizer_states", false, "deepspeed.ops.adagrad.DeepSpeedCPUAdagrad",
      "states in the parameters' dtype; zerotrain's are fp32"},
 };

@@ -218,9 +218,9 @@ const std::vector<Verdict>& Typos() {
 // DeepSpeed keys zerotrain has no field for, at a value that asks for what zerotrain does not do.
 const std::vector<Verdict>& Unhonoured() {
   static const auto* cases = new std::vector<Verdict>{
-      {"bf16_master", "bf16.bf16_master_weights_and_grads = true",
+      {"bf16_immediate", "bf16.immediate_grad_update = true",
        R"({"zero_optimization": {"stage": 1},
-           "bf16": {"enabled": true, "bf16_master_weights_and_grads": true}})"},
+           "bf16": {"enabled": true, "immediate_grad_update": true}})"},
       {"allreduce_sum", "gradient_allreduce_op = \"sum\"",
        R"({"zero_optimization": {"stage": 1}, "gradient_allreduce_op": "sum"})"},
       {"grad_accum", "data_types.grad_accum_dtype = \"fp32\"",

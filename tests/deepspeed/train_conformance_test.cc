@@ -5,7 +5,9 @@
 // gradient accumulation, clipping, weight decay and a warm-up schedule, every step's loss (mean
 // over micro-batches and ranks) agrees within 1e-5 relative in fp32 and 1% in bf16. Muon (fp32,
 // stages 0-3; bf16 at stage 2) is held to the same bounds, or to 4x the difference between two
-// zerotrain runs on 1 and 2 threads where fp16 Newton-Schulz makes that larger (stage 0).
+// zerotrain runs on 1 and 2 threads where fp16 Newton-Schulz makes that larger (stage 0). bf16
+// master weights with bf16 optimizer states (stages 1-3) and bf16 master weights alone with
+// offload (stage 2, DeepSpeedCPUAdam) are held to the bf16 bounds.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -45,9 +47,14 @@ struct Case {
   // "Muon": MuonWithAuxAdam, Muon for the matrices (wte and wpe too: DeepSpeed's rule excludes
   // only names with "embed" or "lm_head") and torch.optim.AdamW for the rest.
   bool muon = false;
+  // bf16.bf16_master_weights_and_grads: with bf16_optimizer_states where nothing is offloaded
+  // (DeepSpeed steps torch's AdamW on its bf16 master partition), alone with offload (DeepSpeed
+  // requires DeepSpeedCPUAdam there, with fp32 states).
+  bool bf16_master = false;
   std::string name() const {
     return absl::StrCat("stage", stage, bf16 ? "_bf16" : "_fp32", offload ? "_offload" : "",
-                        adagrad ? "_adagrad" : "", muon ? "_muon" : "");
+                        adagrad ? "_adagrad" : "", muon ? "_muon" : "",
+                        bf16_master ? (offload ? "_master" : "_master_states") : "");
   }
 };
 
@@ -60,8 +67,9 @@ std::string OptimizerSection(const Case& c) {
     return R"({"type": "Muon", "params": {"lr": 0.003, "momentum": 0.9, "betas": [0.9, 0.95],
                  "weight_decay": 0.1, "torch_adam": true}})";
   }
-  return R"({"type": "AdamW", "params": {"lr": 0.003, "betas": [0.9, 0.95],
-                 "weight_decay": 0.1, "torch_adam": true}})";
+  return absl::StrFormat(R"({"type": "AdamW", "params": {"lr": 0.003, "betas": [0.9, 0.95],
+                 "weight_decay": 0.1, "torch_adam": %s}})",
+                         c.bf16_master && c.offload ? "false" : "true");
 }
 
 // Small buckets, so each stage reduces (and stage 3 gathers and prefetches) several of them.
@@ -78,7 +86,7 @@ std::string DsConfig(const Case& c) {
   "zero_optimization": {"stage": %d, "reduce_bucket_size": 20000, "allgather_bucket_size": 20000,
                         "stage3_prefetch_bucket_size": 10000,
                         "stage3_param_persistence_threshold": 100%s%s},
-  "bf16": {"enabled": %s}
+  "bf16": {"enabled": %s%s}
 })",
       OptimizerSection(c), c.muon ? R"(, "warmup_max_lr": 0.02)" : "", c.stage,
       c.muon && c.stage == 3 ? R"(, "reduce_scatter": false)" : "",
@@ -86,7 +94,10 @@ std::string DsConfig(const Case& c) {
       : c.stage < 3 ? R"(, "offload_optimizer": {"device": "cpu"})"
                     : R"(, "offload_optimizer": {"device": "cpu"},)"
                       R"( "offload_param": {"device": "cpu"})",
-      c.bf16 ? "true" : "false");
+      c.bf16 ? "true" : "false",
+      !c.bf16_master ? ""
+      : c.offload    ? R"(, "bf16_master_weights_and_grads": true)"
+                     : R"(, "bf16_master_weights_and_grads": true, "bf16_optimizer_states": true)");
 }
 
 // zerotrain's own sections: the model, data and run, and a CSV of the losses at full precision.
@@ -152,8 +163,16 @@ std::vector<Case> Cases() {
   cases.push_back({.stage = 2, .bf16 = false, .adagrad = true});
   for (int stage = 0; stage <= 3; ++stage) cases.push_back({.stage = stage, .muon = true});
   cases.push_back({.stage = 2, .bf16 = true, .muon = true});
+  for (int stage = 1; stage <= 3; ++stage) {
+    cases.push_back({.stage = stage, .bf16 = true, .bf16_master = true});
+  }
+  cases.push_back({.stage = 2, .bf16 = true, .offload = true, .bf16_master = true});
   return cases;
 }
+
+// Muon unclipped before Newton-Schulz (stage 0) is where fp16 products amplify thread-order
+// roundings beyond 1e-5 (measured: stage 0 1.1e-4, stages 1-3 below 5e-6).
+bool NeedsThreadFloor(const Case& c) { return c.muon && c.stage == 0; }
 
 class TrainConformance : public ::testing::TestWithParam<Case> {
  protected:
@@ -167,7 +186,9 @@ class TrainConformance : public ::testing::TestWithParam<Case> {
       const std::string base = *dir_ + "/cases/" + c.name();
       Write(base + ".json", DsConfig(c));
       Write(base + ".pbtxt", RunPbtxt(*dir_ + "/zerotrain_" + c.name()));
-      if (c.muon) Write(base + "_threads.pbtxt", RunPbtxt(*dir_ + "/threads_" + c.name()));
+      if (NeedsThreadFloor(c)) {
+        Write(base + "_threads.pbtxt", RunPbtxt(*dir_ + "/threads_" + c.name()));
+      }
       auto config = Load(c);
       if (written.ok()) written = config.status();
       if (!config.ok()) continue;
@@ -239,7 +260,7 @@ TEST_P(TrainConformance, LossesMatchDeepSpeedStepByStep) {
   const std::vector<double> got = train(base + ".pbtxt", "zerotrain_" + c.name(), {});
   ASSERT_EQ(got.size(), expected.size());
   double tolerance = c.bf16 ? 1e-2 : 1e-5;
-  if (c.muon) {
+  if (NeedsThreadFloor(c)) {
     // Newton-Schulz multiplies in fp16 here as in DeepSpeed (oneDNN's fp16 GEMMs, on a CPU with
     // AVX512-FP16), whose roundings change with the threads that split a product; 20 steps of
     // unclipped Muon (stage 0) grow that to ~1e-4 of the loss. The same run on 2 threads measures
@@ -269,8 +290,13 @@ TEST_P(TrainConformance, LossesMatchDeepSpeedStepByStep) {
     // through another optimizer (its unfused FP16_Optimizer in bf16 mode), which drifts up to
     // ~1% from its own ZeRO stages; zerotrain's stage 0 follows the ZeRO stages (same initial
     // weights at stages 0-2), so it is held to stage 1's losses instead.
-    const Case zero{std::max(c.stage, 1), true, c.offload, c.adagrad, c.muon};
-    const double tight = ExpectClose(got, Numbers(fields.at(zero.name())), 1e-3,
+    // With bf16 master weights and states DeepSpeed's stage 3 steps torch's AdamW in bf16 on the
+    // parameter partition itself and ends 0.6% above its own stages 1-2 (loss 3.314 against
+    // 3.293 at step 20); zerotrain computes in fp32 at every stage and ends with its stages 1-2,
+    // 0.4% below DeepSpeed's stage 3 (measured 4.1e-3): that case is held to 5e-3.
+    const Case zero{std::max(c.stage, 1), true, c.offload, c.adagrad, c.muon, c.bf16_master};
+    const double tight_bound = c.bf16_master && c.stage == 3 && !c.offload ? 5e-3 : 1e-3;
+    const double tight = ExpectClose(got, Numbers(fields.at(zero.name())), tight_bound,
                                      c.name() + " against DeepSpeed's " + zero.name());
     std::printf("%s: largest relative difference from DeepSpeed's %s %.2e\n", c.name().c_str(),
                 zero.name().c_str(), tight);

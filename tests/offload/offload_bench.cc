@@ -339,7 +339,8 @@ absl::StatusOr<Rate> SwapRate(const std::string& dir, int64_t mib, int64_t sub_g
   auto noop = [](const offload::SubGroupView&) { return absl::OkStatus(); };
   // Untimed, as for the disk; filling the buffers faults them in, as an optimizer step would.
   ZT_RETURN_IF_ERROR(store->VisitAll(offload::Access::kWrite, [](const offload::SubGroupView& v) {
-    for (float* a : v.arrays) std::fill(a, a + v.numel, 1.0f);
+    for (size_t k = 0; k < v.arrays.size(); ++k)
+      std::fill(v.floats(k), v.floats(k) + v.numel, 1.0f);
     return absl::OkStatus();
   }));
   Rate rate;

@@ -24,6 +24,10 @@ ABSL_FLAG(double, additional_buffer_factor, 1.5, "DeepSpeed's margin on offloade
 ABSL_FLAG(bool, prefer_larger_batches, false,
           "recommend the stage that leaves the most memory for activations");
 ABSL_FLAG(bool, zero_init, true, "parameters partitioned as the model is built (zero.Init)");
+ABSL_FLAG(bool, bf16_master_weights, false,
+          "bf16 master weights and gradients (DeepSpeed's bf16_master_weights_and_grads)");
+ABSL_FLAG(bool, bf16_optimizer_states, false,
+          "bf16 optimizer states too (needs --bf16_master_weights)");
 ABSL_FLAG(bool, help, false, "print this help and exit");
 
 namespace zerotrain::advisor {
@@ -57,6 +61,8 @@ absl::StatusOr<AdvisorInput> ParseAdvisorFlags(const std::vector<std::string>& a
   in.additional_buffer_factor = absl::GetFlag(FLAGS_additional_buffer_factor);
   in.prefer_larger_batches = absl::GetFlag(FLAGS_prefer_larger_batches);
   in.zero_init = absl::GetFlag(FLAGS_zero_init);
+  in.bf16_master_weights = absl::GetFlag(FLAGS_bf16_master_weights);
+  in.bf16_optimizer_states = absl::GetFlag(FLAGS_bf16_optimizer_states);
   ZT_RETURN_IF_ERROR(ValidateAdvisorInput(in));
   return in;
 }

@@ -1,8 +1,9 @@
 // The formulas, per device and per host, in bytes, in DeepSpeed's accounting for mixed-precision
 // Adam: 2-byte parameters and gradients on the device (4P, counted whole), and 16 bytes of fp32
-// master weights, two moments and gradient partition per parameter, divided over the ranks that
-// shard them. The host term without offload is each local rank loading an fp32 copy of the
-// weights (stage 3 with zero_init: of the largest layer).
+// master weights, two moments and gradient partition per parameter (12 and 8 with bf16 master
+// weights and bf16 optimizer states: ShardedStateBytes), divided over the ranks that shard them.
+// The host term without offload is each local rank loading an fp32 copy of the weights (stage 3
+// with zero_init: of the largest layer).
 #include "trainer/advisor/memory_estimator.h"
 
 #include <algorithm>
@@ -49,10 +50,22 @@ absl::Status ValidateAdvisorInput(const AdvisorInput& in) {
   if (!(in.additional_buffer_factor >= 1) || !std::isfinite(in.additional_buffer_factor)) {
     return bad("additional_buffer_factor", in.additional_buffer_factor, "must be >= 1");
   }
+  if (in.bf16_optimizer_states && !in.bf16_master_weights) {
+    return bad("bf16_optimizer_states", "true", "needs bf16_master_weights");
+  }
   return absl::OkStatus();
 }
 
+int ShardedStateBytes(const AdvisorInput& in) {
+  if (!in.bf16_master_weights) return 16;
+  return in.bf16_optimizer_states ? 8 : 12;
+}
+
 StageEstimate EstimateOne(const AdvisorInput& in, int stage, Offload offload) {
+  // Stage 0 keeps fp32 master weights and states whatever the bf16 flags (DeepSpeed refuses them).
+  const double k = stage == 0 ? 16 : ShardedStateBytes(in);
+  // At stage 3 without optimizer offload a bf16 master is the parameter shard itself.
+  const double alias = stage == 3 && offload == Offload::kNone && in.bf16_master_weights ? 2 : 0;
   const double p = static_cast<double>(in.total_params);
   const double layer = static_cast<double>(in.largest_layer_params);
   const double per_node = static_cast<double>(in.gpus_per_node);
@@ -65,25 +78,25 @@ StageEstimate EstimateOne(const AdvisorInput& in, int stage, Offload offload) {
     host = host_fp32_weights;
     // DeepSpeed's zero2 estimate, which its stage_1_and_2 code applies to stage 1 as well; stage
     // 0 is the same count with nothing sharded.
-    device = 4 * p + std::floor(16 * p / (stage == 0 ? 1.0 : gpus));
+    device = 4 * p + std::floor(k * p / (stage == 0 ? 1.0 : gpus));
   } else if (stage <= 2) {
     // Optimizer and fp32 gradient partitions on the host: DeepSpeed's cpu_offload case. Stage 1
     // keeps whole fp16 gradients on the device, so it adds 2P to DeepSpeed's 2P.
     device = stage == 1 ? 4 * p : 2 * p;
-    host = p * std::max(4 * gpus, 16.0) * buffer;
+    host = p * std::max(4 * gpus, k) * buffer;
   } else {
     const double nodes_factor = 1.0 / static_cast<double>(in.nodes);
     const double layer_bytes = 4 * layer;  // the gathered largest layer, fp16 params + grads
     if (offload == Offload::kOptimizerAndParams) {
       device = layer_bytes;
-      host = in.zero_init ? p * 18 * nodes_factor * buffer
-                          : p * std::max(4 * per_node, 18 * nodes_factor) * buffer;
+      host = in.zero_init ? p * (2 + k) * nodes_factor * buffer
+                          : p * std::max(4 * per_node, (2 + k) * nodes_factor) * buffer;
     } else if (offload == Offload::kOptimizer) {
       device = layer_bytes + std::floor(2 * p / gpus);
-      host = in.zero_init ? p * 16 * nodes_factor * buffer
-                          : p * std::max(4 * per_node, 16 * nodes_factor) * buffer;
+      host = in.zero_init ? p * k * nodes_factor * buffer
+                          : p * std::max(4 * per_node, k * nodes_factor) * buffer;
     } else {
-      device = layer_bytes + std::floor(18 * p / gpus);
+      device = layer_bytes + std::floor((2 + k - alias) * p / gpus);
       host = in.zero_init ? layer * 4 * per_node * buffer : host_fp32_weights;
     }
   }

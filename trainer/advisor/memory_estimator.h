@@ -27,7 +27,16 @@ struct AdvisorInput {
   // DeepSpeed's additional_buffer_factor on host memory, and zero_init for stage 3.
   double additional_buffer_factor = 1.5;
   bool zero_init = true;
+  // bf16.bf16_master_weights_and_grads / bf16_optimizer_states (stages 1-3): the 16 bytes per
+  // parameter of master weights, moments and gradient partition become 12, then 8; at stage 3
+  // without offload the bf16 parameter shard is the master, 2 bytes fewer again.
+  bool bf16_master_weights = false;
+  bool bf16_optimizer_states = false;
 };
+
+// Bytes per parameter of the sharded master weights, optimizer moments and gradient partition:
+// 16 (fp32), 12 (bf16 master and gradients) or 8 (bf16 optimizer states too).
+int ShardedStateBytes(const AdvisorInput& in);
 
 // What is offloaded to CPU memory. Stage 0 supports none; stage 3 may offload parameters too.
 enum class Offload { kNone, kOptimizer, kOptimizerAndParams };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "gtest/gtest.h"
@@ -65,6 +66,33 @@ TEST(MemoryEstimatorTest, MatchesFormulasForSeveralSizes) {
 // DeepSpeed's documented output of estimate_zero3_model_states_mem_needs_all_live for t5-small
 // (60,506,624 params; largest layer the 32128 x 512 embedding) on 1 node x 1 GPU, in GiB as it
 // prints them: (offload, zero_init) -> (per CPU, per GPU).
+// bf16 master weights and gradients (12 bytes per parameter sharded) and bf16 optimizer states
+// too (8), written out for 1.3B parameters on 8 GPUs; stage 0 keeps 16.
+TEST(MemoryEstimatorTest, Bf16MasterWeightsAndStatesShrinkTheShardedBytes) {
+  AdvisorInput in;
+  in.total_params = 1'300'000'000;
+  in.largest_layer_params = 102'957'056;
+  in.gpus_per_node = 8;
+  in.device_memory_gib = 80;
+  const int64_t P = in.total_params, L = in.largest_layer_params;
+  for (const auto& [master, states, k] :
+       {std::tuple{false, false, 16}, std::tuple{true, false, 12}, std::tuple{true, true, 8}}) {
+    in.bf16_master_weights = master;
+    in.bf16_optimizer_states = states;
+    SCOPED_TRACE(k);
+    EXPECT_EQ(ShardedStateBytes(in), k);
+    EXPECT_EQ(EstimateOne(in, 0, Offload::kNone).device_bytes, 20 * P);
+    EXPECT_EQ(EstimateOne(in, 2, Offload::kNone).device_bytes, 4 * P + k * P / 8);
+    EXPECT_EQ(EstimateOne(in, 3, Offload::kNone).device_bytes,
+              4 * L + (2 + k - (master ? 2 : 0)) * P / 8);
+    EXPECT_EQ(EstimateOne(in, 3, Offload::kOptimizer).host_bytes,
+              static_cast<int64_t>(double(P) * k * 1.5));
+  }
+  in.bf16_master_weights = false;
+  EXPECT_EQ(ValidateAdvisorInput(in).message(),
+            "bf16_optimizer_states: true (needs bf16_master_weights)");
+}
+
 TEST(MemoryEstimatorTest, MatchesDeepSpeedPublishedZero3Numbers) {
   AdvisorInput in;
   in.total_params = 60'506'624;

@@ -78,13 +78,14 @@ absl::StatusOr<std::vector<double>> Betas(const OptimizerParams& p, OptimizerPar
   return betas;
 }
 
-// DeepSpeedCPUAdam and DeepSpeedCPUAdagrad keep their states in the parameters' dtype with
-// fp32_optimizer_states false; zerotrain's are fp32. Elsewhere DeepSpeed pops it unused.
+// DeepSpeedCPUAdagrad (and Muon's offload) keep their states in the parameters' dtype with
+// fp32_optimizer_states false; zerotrain's are fp32 there. DeepSpeedCPUAdam's false is taken
+// (Bf16MasterToEngine). Elsewhere DeepSpeed pops it unused.
 absl::Status CheckFp32States(const OptimizerParams& p) {
   if (!p.has_fp32_optimizer_states() || p.fp32_optimizer_states()) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      "optimizer.params.fp32_optimizer_states = false: not supported by zerotrain (the optimizer "
-      "states are always fp32)");
+      "optimizer.params.fp32_optimizer_states = false: not supported by zerotrain for this "
+      "optimizer (its states are always fp32; Adam/AdamW under offload_optimizer takes it)");
 }
 
 // The class DeepSpeed's get_optimizer_configuration picks for Adam/AdamW, and its keywords: the
@@ -123,7 +124,6 @@ absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, bool offl
   const bool adamw = adamw_type || !p.has_adam_w_mode() || p.adam_w_mode();
   const AdamClass cls = AdamClassFor(p, adamw, offloaded);
   ZT_RETURN_IF_ERROR(CheckParams(p, cls.name, cls.params));
-  if (offloaded && !p.torch_adam()) ZT_RETURN_IF_ERROR(CheckFp32States(p));
   ZT_ASSIGN_OR_RETURN(const std::vector<double> betas, Betas(p, eff));
   const double eps = p.has_eps() ? p.eps() : 1e-8;
   if (!(eps >= 0)) return Invalid("optimizer.params.eps", eps, "must be >= 0");
@@ -147,6 +147,9 @@ absl::Status AdamFromConfig(const OptimizerParams& p, bool adamw_type, bool offl
   eff->set_amsgrad(e->adam.amsgrad);
   eff->set_adam_w_mode(e->adam.adamw);
   eff->set_torch_adam(p.torch_adam());
+  // DeepSpeedCPUAdam's: false keeps the moments in the master's dtype (bf16 under
+  // bf16.bf16_master_weights_and_grads, else fp32 as always): Bf16MasterToEngine reads it.
+  if (p.has_fp32_optimizer_states()) eff->set_fp32_optimizer_states(p.fp32_optimizer_states());
   return absl::OkStatus();
 }
 

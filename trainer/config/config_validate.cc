@@ -224,6 +224,52 @@ absl::Status PrecisionToEngine(const TrainerConfigProto& c, engine::EngineOption
   return absl::OkStatus();  // the loss scaler's own checks: ValidateEngineOptions
 }
 
+// DeepSpeed's bf16.bf16_master_weights_and_grads and bf16_optimizer_states: its config's checks
+// and its ZeRO optimizers' (_configure_master_weights), in its words, once the optimizer is known.
+// bf16 master weights without bf16 states, or with offload_optimizer, need DeepSpeedCPUAdam, whose
+// fp32_optimizer_states false keeps the moments in the master's bf16 too.
+absl::Status Bf16MasterToEngine(const TrainerConfigProto& c, engine::EngineOptions* e) {
+  const Bf16Config& b = c.bf16();
+  const std::string stage = absl::StrCat(" (zero_optimization.stage is ", e->stage, ")");
+  if (b.bf16_master_weights_and_grads() && e->stage == 0) {
+    return Invalid(
+        "bf16.bf16_master_weights_and_grads", "true",
+        "Bf16_master_weights_and_grads is only supported with ZeRO Stage 1, 2, or 3" + stage);
+  }
+  if (b.bf16_optimizer_states() && e->stage == 0) {
+    return Invalid("bf16.bf16_optimizer_states", "true",
+                   "bf16_optimizer_states is only supported with ZeRO Stage 1, 2, or 3" + stage);
+  }
+  if (b.bf16_optimizer_states() && !b.bf16_master_weights_and_grads()) {
+    return Invalid("bf16.bf16_optimizer_states", "true",
+                   "bf16_optimizer_states requires bf16_master_weights_and_grads to be enabled");
+  }
+  if (!b.bf16_master_weights_and_grads()) return absl::OkStatus();
+  if (!b.enabled()) {
+    return Invalid(
+        "bf16.bf16_master_weights_and_grads", "true",
+        "needs bf16.enabled true (zerotrain keeps bf16 master weights for a bf16 model)");
+  }
+  const OptimizerParams& p = c.optimizer().params();
+  const bool offloaded = e->offload_optimizer.device != engine::OffloadDevice::kNone;
+  const bool cpu_adam =
+      offloaded && e->optimizer == engine::OptimizerKind::kAdam && !p.torch_adam();
+  if ((!b.bf16_optimizer_states() || offloaded) && !cpu_adam) {
+    return Invalid(
+        "bf16.bf16_master_weights_and_grads", "true",
+        absl::StrCat("Master weights feature requires ZeRO Offload with DeepSpeedCPUAdam "
+                     "(offload_optimizer.device \"",
+                     engine::OffloadDeviceName(e->offload_optimizer.device), "\", optimizer \"",
+                     c.optimizer().type(), "\"", p.torch_adam() ? " with torch_adam" : "",
+                     b.bf16_optimizer_states() ? "" : "; without bf16_optimizer_states", ")"));
+  }
+  e->bf16_master_weights = true;
+  e->bf16_optimizer_states =
+      b.bf16_optimizer_states() ||
+      (cpu_adam && p.has_fp32_optimizer_states() && !p.fp32_optimizer_states());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* DistBackendName(const DistBackend& backend) {
@@ -244,6 +290,7 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   ZT_RETURN_IF_ERROR(ParamOffloadToEngine(config.zero_optimization(), &out.engine));
   ZT_RETURN_IF_ERROR(PrecisionToEngine(config, &out.engine));
   ZT_RETURN_IF_ERROR(OptimizerToEngine(config, &out.engine, &out.effective));
+  ZT_RETURN_IF_ERROR(Bf16MasterToEngine(config, &out.engine));
 
   // RejectUnimplemented has checked the spelling.
   const std::string tag = absl::AsciiStrToLower(config.checkpoint().tag_validation());

@@ -246,8 +246,12 @@ TEST(ConfigValidate, OptimizerParamsAreThoseOfTheClassDeepSpeedBuilds) {
               HasSubstr("optimizer.params.maximize = true: not supported by zerotrain"));
   EXPECT_THAT(Error(offload + R"(optimizer { type: "Adam" params { set_grad_none: true } })"),
               HasSubstr("not a parameter of Adam with offload_optimizer (DeepSpeedCPUAdam)"));
+  // DeepSpeedCPUAdam's moments in the master's dtype: fp32 here, so nothing changes.
+  EXPECT_FALSE(
+      Valid(offload + R"(optimizer { type: "Adam" params { fp32_optimizer_states: false } })")
+          .engine.bf16_optimizer_states);
   EXPECT_THAT(
-      Error(offload + R"(optimizer { type: "Adam" params { fp32_optimizer_states: false } })"),
+      Error(offload + R"(optimizer { type: "Adagrad" params { fp32_optimizer_states: false } })"),
       HasSubstr("optimizer.params.fp32_optimizer_states = false: not supported by zerotrain"));
   Valid(R"(optimizer { type: "Adam" params { fp32_optimizer_states: false } })");  // popped
   Valid(offload + R"(optimizer { type: "Adagrad" params { fp32_optimizer_states: true } })");
@@ -630,6 +634,45 @@ TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
               HasSubstr("fp16.fp16_master_weights_and_grads"));
   // Stage-3-only keys are ignored below stage 3, as DeepSpeed does.
   EXPECT_TRUE(Validate("zero_optimization { stage: 2 stage3_max_live_parameters: 10 }").ok());
+}
+
+// DeepSpeed 0.19.8's bf16 master weights and optimizer states: its checks, in its words, and
+// DeepSpeedCPUAdam's fp32_optimizer_states false keeping the moments in the bf16 master's dtype.
+TEST(ConfigValidate, Bf16MasterWeightsAndOptimizerStates) {
+  const std::string offload = R"(zero_optimization { stage: 2 offload_optimizer { device: "cpu" } }
+      optimizer { type: "AdamW" })";
+  const std::string master = R"(bf16 { enabled: true bf16_master_weights_and_grads: true })";
+  const TrainerConfig alone = Valid(offload + master);
+  EXPECT_TRUE(alone.engine.bf16_master_weights);
+  EXPECT_FALSE(alone.engine.bf16_optimizer_states);
+  const TrainerConfig moments =
+      Valid(R"(zero_optimization { stage: 3 offload_optimizer { device: "nvme" nvme_path: "/tmp" } }
+          optimizer { type: "Adam" params { fp32_optimizer_states: false } })" +
+            master);
+  EXPECT_TRUE(moments.engine.bf16_optimizer_states);
+  const TrainerConfig both = Valid(R"(zero_optimization { stage: 1 }
+      optimizer { type: "SGD" params { lr: 0.1 } }
+      bf16 { enabled: true bf16_master_weights_and_grads: true bf16_optimizer_states: true })");
+  EXPECT_TRUE(both.engine.bf16_master_weights);
+  EXPECT_TRUE(both.engine.bf16_optimizer_states);
+  EXPECT_FALSE(Valid(offload).engine.bf16_master_weights);
+
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 0 } optimizer { type: "AdamW" })" + master),
+              HasSubstr("Bf16_master_weights_and_grads is only supported with ZeRO Stage 1, 2, or "
+                        "3 (zero_optimization.stage is 0)"));
+  EXPECT_THAT(Error(offload + R"(bf16 { enabled: true bf16_optimizer_states: true })"),
+              HasSubstr("bf16.bf16_optimizer_states = true: bf16_optimizer_states requires "
+                        "bf16_master_weights_and_grads to be enabled"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2 } optimizer { type: "AdamW" })" + master),
+              HasSubstr("Master weights feature requires ZeRO Offload with DeepSpeedCPUAdam "
+                        "(offload_optimizer.device \"none\", optimizer \"AdamW\"; without "
+                        "bf16_optimizer_states)"));
+  EXPECT_THAT(Error(R"(zero_optimization { stage: 2 offload_optimizer { device: "cpu" } }
+                       optimizer { type: "AdamW" params { torch_adam: true } })" +
+                    master),
+              HasSubstr("with torch_adam"));
+  EXPECT_THAT(Error(offload + R"(bf16 { enabled: false bf16_master_weights_and_grads: true })"),
+              HasSubstr("needs bf16.enabled true"));
 }
 
 }  // namespace

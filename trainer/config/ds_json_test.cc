@@ -112,8 +112,8 @@ TEST(DsJson, UnknownKeysInDeepSpeedModelSectionsAreErrors) {
       "immediate_grad_update": false}, "zero_optimization": {"stage": 2,
       "offload_optimizer": {"device": "cpu", "cpuadam_cores_perc": 0.5}}})");
   EXPECT_TRUE(d.warnings.empty());
-  EXPECT_THAT(Error(R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true}})"),
-              HasSubstr("bf16.bf16_master_weights_and_grads = true: not supported by zerotrain"));
+  EXPECT_THAT(Error(R"({"bf16": {"enabled": true, "immediate_grad_update": true}})"),
+              HasSubstr("bf16.immediate_grad_update = true: not supported by zerotrain"));
   EXPECT_THAT(Error(R"({"aio": {"use_gds": true}})"),
               HasSubstr("aio.use_gds = true: not supported by zerotrain (GPUDirect Storage)"));
 }

@@ -82,10 +82,6 @@ std::vector<DsSection> Sections() {
        {
            {"immediate_grad_update", "", H::kDefaultOnly, "false",
             "folding each micro-batch's bf16 gradients into the fp32 ones during backward"},
-           {"bf16_master_weights_and_grads", "", H::kDefaultOnly, "false",
-            "bf16 master weights; zerotrain's are fp32"},
-           {"bf16_optimizer_states", "", H::kDefaultOnly, "false",
-            "bf16 optimizer states; zerotrain's are fp32"},
        }},
       {"tensorboard", MonitorConfig::descriptor(), true, {}},
       {"csv_monitor", MonitorConfig::descriptor(), true, {}},
