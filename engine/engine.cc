@@ -196,8 +196,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(ModelTensors model,
   ro.on_owned_final = [raw = e.get()](const partition::GradSegment& g) {
     raw->master_->staging().StartIn(g.grads);
   };
-  // With the optimizer state on NVMe the gradients go there too, as backward reduces them.
-  if (options.offload_optimizer.device == OffloadDevice::kNvme) {
+  // With the optimizer state on NVMe the gradients go there too, as backward reduces them; except
+  // for Muon, which reads the reduced gradients whole before the step and so keeps their shard in
+  // host memory, as offload_optimizer cpu does (the state itself stays on NVMe).
+  const bool muon_reads_grads =
+      options.optimizer == OptimizerKind::kMuon && !options.optimizer_factory;
+  if (options.offload_optimizer.device == OffloadDevice::kNvme && !muon_reads_grads) {
     e->grad_sink_ = std::make_unique<StoreGradSink>();
     ro.grad_sink = e->grad_sink_.get();
   }

@@ -1,6 +1,6 @@
-// Muon through the Engine on 2 ranks: ZeRO stages 0-3, offload_optimizer cpu, clipping of the
-// updates (ZeRO's order) and of the raw gradients (stage 0's), with buckets and sub-groups that cut
-// every matrix across ranks and sub-groups. After 2 steps the parameters equal a single-process
+// Muon through the Engine on 2 ranks: ZeRO stages 0-3, offload_optimizer cpu and nvme, clipping of
+// the updates (ZeRO's order) and of the raw gradients (stage 0's), with buckets and sub-groups that
+// cut every matrix across ranks and sub-groups. After 2 steps the parameters equal a single-process
 // reference that steps whole matrices: each Muon matrix's momentum, Nesterov blend and update
 // from its whole gradient, torch::optim::AdamW for the rest. A rank that orthogonalised only its
 // own piece, or assembled the matrix wrongly, would not match. Then a run resumed from a
@@ -84,6 +84,13 @@ EngineOptions Options(const Case& c, int rank) {
   o.optimizer = OptimizerKind::kMuon;
   o.muon = TestMuon(c.clip_first);
   o.offload_optimizer.device = c.offload;
+  if (c.offload == OffloadDevice::kNvme) {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    o.offload_optimizer.nvme_path =
+        absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/muon_nvme_", rank);
+    std::filesystem::create_directories(o.offload_optimizer.nvme_path);
+    o.offload_optimizer.buffer_count = 2;
+  }
   return o;
 }
 
@@ -154,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Stages, MuonTest,
                                            Case{1}, Case{2, OffloadDevice::kNone, 0.05},
                                            Case{3, OffloadDevice::kNone, 0.05},
                                            Case{2, OffloadDevice::kCpu, 0.05},
-                                           Case{3, OffloadDevice::kCpu}),
+                                           Case{3, OffloadDevice::kCpu},
+                                           Case{3, OffloadDevice::kNvme, 0.05}),
                          CaseName);
 
 // Steps [first, last) of the test's batches.

@@ -113,12 +113,6 @@ absl::Status ValidateEngineOptions(const EngineOptions& o) {
         OptimizerKindName(o.optimizer), " has no CUDA kernel; use Adam/AdamW on ", o.device.str(),
         ", or offload_optimizer cpu/nvme (its host kernel steps there)"));
   }
-  // Muon reads the reduced gradients before the step; on NVMe they go straight to the swap files.
-  if (o.optimizer == OptimizerKind::kMuon && !o.optimizer_factory &&
-      o.offload_optimizer.device == OffloadDevice::kNvme) {
-    return absl::UnimplementedError(
-        "Muon with offload_optimizer nvme: not supported by zerotrain yet (cpu offload is)");
-  }
   if (o.bf16_optimizer_states && !o.bf16_master_weights) {
     return absl::InvalidArgumentError(
         "bf16_optimizer_states needs bf16_master_weights (DeepSpeed: \"bf16_optimizer_states "
