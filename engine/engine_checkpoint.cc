@@ -197,7 +197,7 @@ absl::Status Engine::WriteRankShard(const checkpoint::TagLocation& at,
     ZT_ASSIGN_OR_RETURN(checkpoint::ShardStreamWriter file,
                         checkpoint::OpenRankFile(at, identity, std::move(specs)));
     if (!spans.empty()) ZT_RETURN_IF_ERROR(AppendState(spans, &file));
-    const int first_rng = spans.empty() ? 0 : master_->store().num_arrays();
+    const int first_rng = spans.empty() ? 0 : master_->num_arrays();
     for (size_t i = 0; i < rng.size(); ++i) {
       ZT_RETURN_IF_ERROR(
           file.Append(first_rng + static_cast<int>(i), rng[i].data_ptr<uint8_t>(), rng[i].numel()));
@@ -219,7 +219,7 @@ absl::Status Engine::AppendState(const std::vector<MasterSpan>& spans,
       const int64_t lo = std::max(span.begin, v.begin);
       const int64_t hi = std::min(span.begin + span.numel, v.begin + v.numel);
       if (lo >= hi) continue;
-      for (int a = 0; a < master_->store().num_arrays(); ++a) {
+      for (int a = 0; a < master_->num_arrays(); ++a) {
         // The file is written from host memory; state on a device comes over a piece at a time.
         for (int64_t p = lo; p < hi; p += kPieceNumel) {
           const int64_t n = std::min(kPieceNumel, hi - p);

@@ -4,8 +4,9 @@
 // reference that steps whole matrices: each Muon matrix's momentum, Nesterov blend and update
 // from its whole gradient, torch::optim::AdamW for the rest. A rank that orthogonalised only its
 // own piece, or assembled the matrix wrongly, would not match. Then a run resumed from a
-// checkpoint at step 3 ends bitwise where the uninterrupted run does (the momentum is saved), and
-// a step skipped for overflow leaves the momentum untouched.
+// checkpoint at step 3 ends bitwise where the uninterrupted run does (the momentum is saved), a
+// step skipped for overflow leaves the momentum untouched, and Muon's matrices hold one state
+// buffer (Adam's parameters two).
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim.h>
 #include <torch/types.h>
@@ -239,6 +240,42 @@ absl::StatusOr<std::string> SkipAndCompare() {
 
 TEST(MuonOverflowTest, ASkippedStepLeavesTheMomentumAsItWas) {
   ExpectRanksOk([](int) { return SkipAndCompare(); });
+}
+
+// Muon's matrices keep one state buffer (the momentum), Adam's parameters two: summed over the
+// ranks, Muon's optimizer states are half of Adam's for the same model plus 4 bytes per element of
+// Adam's parameters (each rank's whole copy of them at stage 0).
+absl::StatusOr<std::string> CompareStateBytes(int stage) {
+  ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
+  const Case c{stage};
+  EngineOptions adam_options = Options(c, group->rank());
+  adam_options.optimizer = OptimizerKind::kAdam;
+  auto adam_net = testing::MakeNet(kModel);
+  ZT_ASSIGN_OR_RETURN(auto adam, Engine::Create(*adam_net, adam_options, group.get()));
+  auto muon_net = testing::MakeNet(kModel);
+  ZT_ASSIGN_OR_RETURN(auto muon, Engine::Create(*muon_net, Options(c, group->rank()), group.get()));
+  int64_t adam_elements = 0;
+  for (const torch::Tensor& p : testing::UniqueParameters(*testing::MakeNet(kModel))) {
+    if (p.dim() < 2) adam_elements += p.numel();
+  }
+  torch::Tensor sums = torch::tensor(
+      {adam->model_state_bytes().optimizer_states, muon->model_state_bytes().optimizer_states},
+      torch::kDouble);
+  ZT_RETURN_IF_ERROR(group->AllReduce(sums, comm::ReduceOp::kSum));
+  const double want =
+      sums[0].item<double>() / 2 + 4.0 * adam_elements * (stage == 0 ? group->world_size() : 1);
+  if (sums[1].item<double>() != want) {
+    return absl::InternalError(absl::StrCat("stage ", stage, ": Muon's states ",
+                                            sums[1].item<double>(), " bytes, want ", want,
+                                            " (Adam's ", sums[0].item<double>(), ")"));
+  }
+  return std::string("ok");
+}
+
+TEST(MuonMemoryTest, MatricesKeepOneStateBuffer) {
+  for (int stage : {0, 2, 3}) {
+    ExpectRanksOk([stage](int) { return CompareStateBytes(stage); });
+  }
 }
 
 }  // namespace

@@ -37,21 +37,29 @@ absl::StatusOr<std::unique_ptr<MasterState>> MasterState::Create(
   m->aliases_params_ =
       off.device == OffloadDevice::kNone && in.params->ModelCanBeMaster(master_dtype);
 
-  offload::SubGroupStoreOptions so;
-  so.arrays = {checkpoint::kMasterArray};
-  m->dtypes_ = {master_dtype};
-  for (const std::string& n : m->optimizer_->state_names()) {
-    so.arrays.push_back(n);
-    m->dtypes_.push_back(state_dtype);
-  }
-  for (c10::ScalarType t : m->dtypes_) so.element_bytes.push_back(c10::elementSize(t));
   // What each array starts from: the master is filled below, the states as the optimizer says.
+  std::vector<std::string> names = {checkpoint::kMasterArray};
+  for (const std::string& n : m->optimizer_->state_names()) names.push_back(n);
   std::vector<float> initial = {0.0f};
   for (float v : m->optimizer_->initial_state()) initial.push_back(v);
-  if (initial.size() != so.arrays.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(m->optimizer_->name(), " gives ",
-                                                   initial.size() - 1, " initial states for ",
-                                                   so.arrays.size() - 1, " state arrays"));
+  std::vector<int> groups = {-1};
+  for (int g : m->optimizer_->state_array_groups())
+    groups.push_back(in.param_groups.empty() ? -1 : g);
+  if (initial.size() != names.size() || groups.size() != names.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(m->optimizer_->name(), " gives ", initial.size() - 1, " initial states and ",
+                     groups.size() - 1, " state groups for ", names.size() - 1, " state arrays"));
+  }
+  // The store holds every array but those kept for one group's elements (MakeCompact).
+  offload::SubGroupStoreOptions so;
+  std::vector<float> store_initial;
+  for (size_t a = 0; a < names.size(); ++a) {
+    m->dtypes_.push_back(a == 0 ? master_dtype : state_dtype);
+    m->store_index_.push_back(groups[a] >= 0 ? -1 : static_cast<int>(so.arrays.size()));
+    if (groups[a] >= 0) continue;
+    so.arrays.push_back(names[a]);
+    so.element_bytes.push_back(c10::elementSize(m->dtypes_[a]));
+    store_initial.push_back(initial[a]);
   }
   so.numel = m->numel_;
   so.sub_group_numel = std::min(options.sub_group_size, so.numel);
@@ -62,13 +70,17 @@ absl::StatusOr<std::unique_ptr<MasterState>> MasterState::Create(
   m->staging_ = std::make_unique<StepStaging>(
       m->runtime_, in.transfer, in.pool, absl::FromChrono(in.group->options().timeout), in.copies);
   offload::MemoryRoleScope role(offload::MemoryRole::kOptimizerStates);
-  for (c10::ScalarType t : m->dtypes_) {
+  for (size_t a = 0; a < names.size(); ++a) {
+    const bool widen = m->dtypes_[a] != at::kFloat || m->store_index_[a] < 0;
     m->widened_.push_back(
-        t == at::kFloat ? at::Tensor()
-                        : at::empty({std::min(kPieceNumel, so.sub_group_numel)},
-                                    at::TensorOptions(at::kFloat).device(m->runtime_->device())));
+        !widen ? at::Tensor()
+               : at::empty({std::min(kPieceNumel, so.sub_group_numel)},
+                           at::TensorOptions(at::kFloat).device(m->runtime_->device())));
   }
-  if (off.device == OffloadDevice::kNone) ZT_RETURN_IF_ERROR(m->AllocateResident(initial, &so));
+  ZT_RETURN_IF_ERROR(m->MakeCompact(in, initial));
+  if (off.device == OffloadDevice::kNone) {
+    ZT_RETURN_IF_ERROR(m->AllocateResident(store_initial, &so));
+  }
   if (off.device == OffloadDevice::kNvme) {
     so.device = offload::StoreDevice::kNvme;
     so.swap = in.swap;
@@ -86,12 +98,13 @@ absl::Status MasterState::AllocateResident(const std::vector<float>& initial,
                                            offload::SubGroupStoreOptions* so) {
   try {
     for (size_t a = 0; a < so->arrays.size(); ++a) {
+      const c10::ScalarType dtype = so->element_bytes[a] == 2 ? at::kBFloat16 : at::kFloat;
       if (a == 0 && aliases_params_) {
         ZT_ASSIGN_OR_RETURN(at::Tensor whole, params_->ModelRange(0, numel_));
         resident_.push_back(whole);
       } else {
-        resident_.push_back(at::full({numel_}, initial[a],
-                                     at::TensorOptions(dtypes_[a]).device(runtime_->device())));
+        resident_.push_back(
+            at::full({numel_}, initial[a], at::TensorOptions(dtype).device(runtime_->device())));
       }
       so->external.push_back(resident_.back().data_ptr());
     }
@@ -155,58 +168,21 @@ absl::Status MasterState::FromValues(const std::vector<MasterRun>& runs, const a
   return absl::OkStatus();
 }
 
-absl::Status MasterState::Visit(int64_t begin, int64_t end, offload::Access access,
-                                const MasterVisitFn& fn) const {
-  return store_->Visit(begin, end, access, [&](const offload::SubGroupView& v) {
-    return VisitPieces(v, begin, end, access, fn);
-  });
-}
-
-absl::Status MasterState::VisitPieces(const offload::SubGroupView& v, int64_t begin, int64_t end,
-                                      offload::Access access, const MasterVisitFn& fn) const {
-  const bool all_fp32 = std::all_of(dtypes_.begin(), dtypes_.end(),
-                                    [](c10::ScalarType t) { return t == at::kFloat; });
-  if (all_fp32) {
-    MasterView whole{v.begin, v.numel, {}, v.grads};
-    for (size_t a = 0; a < v.arrays.size(); ++a) whole.arrays.push_back(v.floats(a));
-    return fn(whole);
-  }
-  const auto stored = [&](size_t a, int64_t offset, int64_t n) {
-    return at::from_blob(static_cast<char*>(v.arrays[a]) + offset * c10::elementSize(dtypes_[a]),
-                         {n}, at::TensorOptions(dtypes_[a]).device(runtime_->device()));
-  };
-  for (int64_t offset = 0; offset < v.numel; offset += kPieceNumel) {
-    const int64_t n = std::min(kPieceNumel, v.numel - offset);
-    if (v.begin + offset + n <= begin || v.begin + offset >= end) continue;
-    MasterView piece{v.begin + offset, n, {}, v.grads == nullptr ? nullptr : v.grads + offset};
-    for (size_t a = 0; a < v.arrays.size(); ++a) {
-      if (dtypes_[a] == at::kFloat) {
-        piece.arrays.push_back(v.floats(a) + offset);
-        continue;
-      }
-      at::Tensor wide = widened_[a].narrow(0, 0, n);
-      if (access != offload::Access::kWrite) wide.copy_(stored(a, offset, n));
-      piece.arrays.push_back(wide.data_ptr<float>());
-    }
-    ZT_RETURN_IF_ERROR(fn(piece));
-    if (access == offload::Access::kRead) continue;
-    // Rounded to nearest even, as a tensor copy_ (and DeepSpeed's bf16 copies) round.
-    for (size_t a = 0; a < v.arrays.size(); ++a) {
-      if (dtypes_[a] != at::kFloat) stored(a, offset, n).copy_(widened_[a].narrow(0, 0, n));
-    }
-  }
-  return absl::OkStatus();
-}
-
 void MasterState::AddBytes(ModelStateBytes* b) const {
-  const auto array_bytes = [&](int a) { return numel_ * store_->element_bytes(a); };
-  int64_t states = 0;
-  for (int a = 1; a < store_->num_arrays(); ++a) states += array_bytes(a);
+  const auto array_bytes = [&](int a) {
+    return store_index_[a] >= 0
+               ? numel_ * store_->element_bytes(store_index_[a])
+               : compact_[a].numel() * static_cast<int64_t>(compact_[a].element_size());
+  };
+  int64_t states = 0, compact = 0;
+  for (int a = 1; a < num_arrays(); ++a) states += array_bytes(a);
+  for (int a = 1; a < num_arrays(); ++a) compact += store_index_[a] < 0 ? array_bytes(a) : 0;
   if (options_->offload_optimizer.device == OffloadDevice::kNone) {
     b->master = aliases_params_ ? 0 : array_bytes(0);
     b->optimizer_states = states;
   } else {
-    b->offloaded_host += store_->host_bytes();
+    // A compact array stays in host memory, whatever the store's device.
+    b->offloaded_host += store_->host_bytes() + compact;
     b->offloaded_nvme += store_->nvme_bytes();
   }
 }

@@ -70,12 +70,16 @@ class MasterState {
   offload::SubGroupStore& store() const { return *store_; }
   // fp32 memory of a view as a tensor on the device the state lives on.
   at::Tensor Array(float* data, int64_t numel) const;
+  // The master and the optimizer's state arrays: 1 + state_names().size().
+  int num_arrays() const { return static_cast<int>(dtypes_.size()); }
   // What array a is stored as: kFloat or kBFloat16.
   c10::ScalarType dtype(int a) const { return dtypes_[a]; }
 
-  // The store's Visit of [begin, end) as fp32 pieces: a sub-group whole when every array is fp32,
-  // else pieces of at most kPieceNumel elements (those overlapping [begin, end)); kWrite reads
-  // nothing first, kRead writes nothing back.
+  // The store's Visit of [begin, end) as fp32 pieces: a sub-group whole when every array is fp32
+  // and whole, else pieces of at most kPieceNumel elements (those overlapping [begin, end)) in
+  // which a bf16 array is widened and an array kept for one group's elements only (compact, see
+  // ShardOptimizer::state_array_groups) reads as zeros elsewhere; kWrite reads nothing first,
+  // kRead writes nothing back (and what falls outside a compact array's elements never is).
   absl::Status Visit(int64_t begin, int64_t end, offload::Access access,
                      const MasterVisitFn& fn) const;
   absl::Status VisitAll(offload::Access access, const MasterVisitFn& fn) const {
@@ -101,9 +105,23 @@ class MasterState {
   absl::Status AllocateResident(const std::vector<float>& initial,
                                 offload::SubGroupStoreOptions* so);
   absl::Status Fill(const std::vector<float>& initial);
-  // fn over the pieces of one store view (see Visit).
+  // fn over the pieces of one store view (see Visit; master_state_visit.cc).
   absl::Status VisitPieces(const offload::SubGroupView& v, int64_t begin, int64_t end,
                            offload::Access access, const MasterVisitFn& fn) const;
+  // Array a's values for elements [begin, begin + n) as fp32 in `wide` (read) or back (write).
+  void Widen(int a, const offload::SubGroupView& v, int64_t begin, int64_t n,
+             const at::Tensor& wide) const;
+  void Narrow(int a, const offload::SubGroupView& v, int64_t begin, int64_t n,
+              const at::Tensor& wide) const;
+  // The arrays kept for one group's elements only, their runs and memory (Create).
+  absl::Status MakeCompact(const MasterStateInputs& in, const std::vector<float>& initial);
+
+  // Where a compact array keeps a run of its group's elements.
+  struct CompactRun {
+    int64_t master_offset = 0;
+    int64_t numel = 0;
+    int64_t compact_offset = 0;
+  };
 
   const EngineOptions* options_ = nullptr;
   comm::ProcessGroup* group_ = nullptr;
@@ -119,7 +137,10 @@ class MasterState {
   std::unique_ptr<StepStaging> staging_;
   std::vector<at::Tensor> resident_;     // without offload: the arrays store_ cuts up
   std::vector<c10::ScalarType> dtypes_;  // per array
-  std::vector<at::Tensor> widened_;      // per bf16 array: its piece in fp32
+  std::vector<at::Tensor> widened_;      // per bf16 or compact array: its piece in fp32
+  std::vector<int> store_index_;         // per array: its index in store_, or -1 (compact)
+  std::vector<at::Tensor> compact_;      // per compact array: its group's elements, in order
+  std::vector<std::vector<CompactRun>> compact_runs_;  // per compact array, by master_offset
   // The master weights, then the optimizer's state arrays, of numel_ elements each.
   std::unique_ptr<offload::SubGroupStore> store_;
 };

@@ -227,6 +227,9 @@ class MuonShardOptimizer : public ShardOptimizer {
   std::string name() const override { return "Muon"; }
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   int param_groups() const override { return 2; }
+  // The momentum is exp_avg for both groups; only Adam's parameters have a second moment, so
+  // Muon's keep one buffer, as DeepSpeed's MuonWithAuxAdam does.
+  std::vector<int> state_array_groups() const override { return {-1, 0}; }
 
   absl::Status Step(int64_t step, double grad_scale, const ShardState& shard,
                     absl::Span<const ShardSegment> segments) override {

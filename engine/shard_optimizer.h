@@ -81,6 +81,12 @@ class ShardOptimizer {
   // How many groups of parameters the optimizer treats apart (Muon's and Adam's); the engine
   // assigns each parameter to one (MasterStateInputs::param_groups).
   virtual int param_groups() const { return 1; }
+  // Per state array (state_names() order): the one group whose parameters use it, or -1 for
+  // every group. The engine keeps an array of one group only for that group's elements (Muon's
+  // exp_avg_sq, Adam's alone), and the step sees zeros elsewhere and may write nothing there.
+  virtual std::vector<int> state_array_groups() const {
+    return std::vector<int>(state_names().size(), -1);
+  }
   // How many sums per parameter tensor a step needs (see the top of this file); 0: none.
   virtual int tensor_sums() const { return 0; }
   // Pass 1 of a two-pass step, with the same arguments as Step: adds each segment's part of its
