@@ -3,9 +3,10 @@
 // saved master and moments of an engine keeping them in bf16 are exactly those of an fp32-state
 // engine rounded to nearest even (the step computes in fp32 and only the storage is bf16), and
 // some of them did need rounding (also for a 6.3M-parameter model, whose sub-groups are widened in
-// many pieces); the model-state bytes equal the formula with K = 10 and K = 6.
-// Over 12 steps the loss stays within 1% of a single-process fp32 reference, and a run resumed
-// from a checkpoint ends bitwise where the uninterrupted one does.
+// many pieces); either checkpoint loads into an engine of the other setting (bf16 values kept,
+// fp32 ones rounded to nearest, as DeepSpeed's copy_ on load); the model-state bytes equal the
+// formula with K = 10 and K = 6. Over 12 steps the loss stays within 1% of a single-process fp32
+// reference, and a run resumed from a checkpoint ends bitwise where the uninterrupted one does.
 #include <torch/types.h>
 
 #include <cmath>
@@ -131,6 +132,15 @@ absl::StatusOr<std::string> FirstStepRounds(const Case& c, const std::string& di
     }
     ZT_RETURN_IF_ERROR(e->SaveCheckpoint(bf16 ? bf16_dir : fp32_dir));
   }
+  // Each checkpoint loads into an engine of the other setting, which saves it again.
+  const std::string widened_dir = dir + "/bf16_into_fp32", rounded_dir = dir + "/fp32_into_bf16";
+  for (const bool bf16 : {false, true}) {
+    std::shared_ptr<testing::TestNet> net =
+        c.wide ? std::make_shared<testing::WideMlp>() : testing::MakeNet(kModel);
+    ZT_ASSIGN_OR_RETURN(auto e, Engine::Create(*net, Options(c, bf16, bf16), group.get()));
+    ZT_RETURN_IF_ERROR(e->LoadCheckpoint(bf16 ? fp32_dir : bf16_dir).status());
+    ZT_RETURN_IF_ERROR(e->SaveCheckpoint(bf16 ? rounded_dir : widened_dir));
+  }
   ZT_RETURN_IF_ERROR(group->Barrier());
   if (group->rank() != 0) return std::string("ok");
   std::vector<std::string> names, bf16_names;
@@ -149,6 +159,19 @@ absl::StatusOr<std::string> FirstStepRounds(const Case& c, const std::string& di
     // The comparison means something only where rounding changed values.
     if (rounded.ne(wide[a]).sum().item<int64_t>() == 0) {
       return absl::InternalError(absl::StrCat(names[a], ": every fp32 value was a bf16 value"));
+    }
+  }
+  // bf16 state loaded into fp32 keeps its values; fp32 state loaded into bf16 rounds to nearest
+  // (DeepSpeed's copy_ on load): both saved again equal the bf16 engine's own checkpoint.
+  for (const std::string& other : {widened_dir, rounded_dir}) {
+    std::vector<std::string> other_names;
+    ZT_ASSIGN_OR_RETURN(const std::vector<torch::Tensor> again, ReadArrays(other, &other_names));
+    for (size_t a = 0; a < names.size(); ++a) {
+      const int64_t differ = again[a].ne(narrow[a]).sum().item<int64_t>();
+      if (differ != 0) {
+        return absl::InternalError(absl::StrCat(other, ", ", names[a], ": ", differ,
+                                                " elements differ from the bf16 checkpoint"));
+      }
     }
   }
   return std::string("ok");
