@@ -1,6 +1,7 @@
 // bf16 master weights and bf16 optimizer states (EngineOptions::bf16_master_weights,
 // bf16_optimizer_states) through the Engine on 2 ranks. After one step from the same start, the
-// saved master and moments of an engine keeping them in bf16 are exactly those of an fp32-state
+// saved master and moments of an engine keeping them in bf16 (with the model, in host memory or on
+// NVMe) are exactly those of an fp32-state
 // engine rounded to nearest even (the step computes in fp32 and only the storage is bf16), and
 // some of them did need rounding (also for a 6.3M-parameter model, whose sub-groups are widened in
 // many pieces); either checkpoint loads into an engine of the other setting (bf16 values kept,
@@ -46,6 +47,11 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
                       info.param.wide ? "_wide" : "");
 }
 
+std::string TmpDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+}
+
 EngineOptions Options(const Case& c, bool bf16_master, bool bf16_states) {
   EngineOptions o;
   o.stage = c.stage;
@@ -57,6 +63,12 @@ EngineOptions Options(const Case& c, bool bf16_master, bool bf16_states) {
   o.sub_group_size = 300;
   o.stage3.persistence_threshold = 0;
   o.offload_optimizer.device = c.offload;
+  if (c.offload == OffloadDevice::kNvme) {
+    const char* rank = std::getenv("RANK");
+    o.offload_optimizer.nvme_path = TmpDir(absl::StrCat("swap_", rank != nullptr ? rank : "0"));
+    std::filesystem::create_directories(o.offload_optimizer.nvme_path);
+    o.offload_optimizer.buffer_count = 2;
+  }
   if (c.wide) {
     o.reduce_bucket_size = o.allgather_bucket_size = testing::WideMlp::kBucketNumel;
     o.sub_group_size = 1000000000;
@@ -64,11 +76,6 @@ EngineOptions Options(const Case& c, bool bf16_master, bool bf16_states) {
   o.bf16_master_weights = bf16_master;
   o.bf16_optimizer_states = bf16_states;
   return o;
-}
-
-std::string TmpDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
 }
 
 // Steps [first, last): every rank trains the whole batch of each step.
@@ -194,12 +201,12 @@ TEST_P(Bf16StatesTest, FirstStepStoresTheFp32StateRounded) {
   ExpectRanksOk([c, dir](int) { return FirstStepRounds(c, dir); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, Bf16StatesTest,
-                         ::testing::Values(Case{1}, Case{2, OffloadDevice::kCpu}, Case{3},
-                                           Case{3, OffloadDevice::kCpu},
-                                           Case{2, OffloadDevice::kNone, true},
-                                           Case{3, OffloadDevice::kCpu, true}),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Stages, Bf16StatesTest,
+    ::testing::Values(Case{1}, Case{2, OffloadDevice::kCpu}, Case{3}, Case{3, OffloadDevice::kCpu},
+                      Case{2, OffloadDevice::kNone, true}, Case{3, OffloadDevice::kCpu, true},
+                      Case{3, OffloadDevice::kNvme}, Case{2, OffloadDevice::kNvme, true}),
+    CaseName);
 
 // Trains against the fp32 reference, then resumes from a checkpoint taken at step 4.
 absl::StatusOr<std::string> TrainAndResume(const Case& c, bool bf16_states,
