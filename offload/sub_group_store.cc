@@ -114,8 +114,8 @@ absl::Status SubGroupStore::Impl::Drain() {
 SubGroupView SubGroupStore::Impl::View(int g, char* buffer, const float* grads) const {
   SubGroupView v{g, Begin(g), Numel(g), {}, grads};
   for (size_t a = 0; a < o.arrays.size(); ++a) {
-    v.arrays.push_back(buffer != nullptr ? buffer : resident[a] + v.begin * Bytes(a));
-    if (buffer != nullptr) buffer += v.numel * Bytes(a);
+    v.arrays.push_back(buffer != nullptr ? buffer + ArrayOffset(g, a)
+                                         : resident[a] + v.begin * Bytes(a));
   }
   return v;
 }
@@ -333,7 +333,9 @@ int64_t SubGroupStore::host_bytes() const {
 
 int64_t SubGroupStore::nvme_bytes() const {
   if (options_.device != StoreDevice::kNvme) return 0;
-  return options_.numel * (impl_->RowBytes() + (options_.grads ? int64_t{sizeof(float)} : 0));
+  int64_t bytes = options_.grads ? options_.numel * int64_t{sizeof(float)} : 0;
+  for (int g = 0; g < impl_->Groups(); ++g) bytes += impl_->RegionBytes(g);
+  return bytes;
 }
 
 absl::Status SubGroupStore::health() const { return impl_->poison; }

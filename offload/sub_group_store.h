@@ -8,8 +8,8 @@
 // and overwrites its master weights through Visit whether the state is offloaded or not.
 //
 // NVMe layout: one SwapSpace region per sub-group, "<region_prefix>sg<g>", holding the arrays
-// back to back (array a of sub-group g at byte numel(g) times the element bytes of the arrays
-// before it), and with `grads` one more,
+// back to back (array a of sub-group g after the arrays before it, each numel(g) times its
+// element bytes rounded up to 4), and with `grads` one more,
 // "<region_prefix>grad<g>", for its gradients. Regions are reserved (their files preallocated) at
 // Create, so a full disk fails there; preallocated files read as zeros, which is the initial
 // state, so Create writes nothing.

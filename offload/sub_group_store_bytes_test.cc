@@ -1,7 +1,9 @@
 // SubGroupStore with arrays of 2-byte elements beside 4-byte ones (bf16 master weights and
 // optimizer states): on the host and on NVMe every array keeps its own bytes through visits that
-// change them, sub-group by sub-group; the host blocks and the swap files hold numel times each
-// array's element bytes; element_bytes other than 4 or 2, or not one per array, are refused.
+// change them, sub-group by sub-group (a sub-group of 3 elements too, whose floats follow two
+// 6-byte arrays: each array's part of a region is rounded up to 4 bytes, under UBSan's alignment
+// check in CI); the host blocks and the swap files hold numel times each array's element bytes;
+// element_bytes other than 4 or 2, or not one per array, are refused.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -98,9 +100,11 @@ TEST(SubGroupStoreBytesTest, TwoByteArraysKeepTheirBytesOnHostAndNvme) {
                     return Check(v, v.index >= 1 && v.index <= 3 ? 2 : 1);
                   }).ok());
     if (device == StoreDevice::kNvme) {
-      EXPECT_EQ(st.nvme_bytes(), kNumel * (2 + 4 + 2));
+      // Each array's part of a region rounded up to 4 bytes: the 3-element sub-group's 2-byte
+      // arrays take 8 bytes each, so its floats start aligned.
       EXPECT_EQ(*s.swap->region_bytes("rank0.sg0"), kSub * (2 + 4 + 2));
-      EXPECT_EQ(*s.swap->region_bytes("rank0.sg5"), 3 * (2 + 4 + 2));
+      EXPECT_EQ(*s.swap->region_bytes("rank0.sg5"), 8 + 12 + 8);
+      EXPECT_EQ(st.nvme_bytes(), 5 * kSub * (2 + 4 + 2) + 8 + 12 + 8);
     } else {
       // Each array one block of numel times its bytes, rounded up to the pool's 4 KiB: 10006 and
       // 20012 bytes take 3 and 5 pages.

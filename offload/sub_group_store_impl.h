@@ -33,13 +33,15 @@ struct SubGroupStore::Impl {
   std::string Region(int g) const { return absl::StrCat(o.region_prefix, "sg", g); }
   std::string GradRegion(int g) const { return absl::StrCat(o.region_prefix, "grad", g); }
   int Bytes(size_t a) const { return o.element_bytes.empty() ? 4 : o.element_bytes[a]; }
-  // Bytes of one element of every array together.
-  int64_t RowBytes() const {
-    int64_t row = 0;
-    for (size_t a = 0; a < o.arrays.size(); ++a) row += Bytes(a);
-    return row;
+  // Where array a of sub-group g begins in its region (and buffer): after the arrays before it,
+  // each rounded up to 4 bytes, so that a 4-byte array after an odd count of 2-byte elements is
+  // still aligned for its floats (all-fp32 stores need no padding).
+  int64_t ArrayOffset(int g, size_t a) const {
+    int64_t offset = 0;
+    for (size_t b = 0; b < a; ++b) offset += (Numel(g) * Bytes(b) + 3) / 4 * 4;
+    return offset;
   }
-  int64_t RegionBytes(int g) const { return Numel(g) * RowBytes(); }
+  int64_t RegionBytes(int g) const { return ArrayOffset(g, o.arrays.size()); }
 
   // Records the first I/O failure: the swapped state may be half-written from then on.
   absl::Status Fail(const Transfer& t, const absl::Status& s);
