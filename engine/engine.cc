@@ -416,6 +416,7 @@ double Engine::formula_bytes() const {
   MasterBytes k;
   if (options_.bf16_master_weights) k.master = 2;
   if (options_.bf16_optimizer_states) k.states = 4;
+  k.master_is_shard = master_->aliases_params();
   return ZeroFormulaBytes(options_.stage, options_.precision != Precision::kFloat32,
                           flat_params().layout().padded_numel(), group_->world_size(), k);
 }

@@ -139,6 +139,17 @@ absl::StatusOr<std::string> FirstStepRounds(const Case& c, const std::string& di
     }
     ZT_RETURN_IF_ERROR(e->SaveCheckpoint(bf16 ? bf16_dir : fp32_dir));
   }
+  // bf16 master weights with fp32 states (K = 10): the accounting only.
+  if (c.offload == OffloadDevice::kNone) {
+    std::shared_ptr<testing::TestNet> net =
+        c.wide ? std::make_shared<testing::WideMlp>() : testing::MakeNet(kModel);
+    ZT_ASSIGN_OR_RETURN(auto e, Engine::Create(*net, Options(c, true, false), group.get()));
+    if (e->model_state_bytes().total() != e->formula_bytes()) {
+      return absl::InternalError(absl::StrCat("bf16 master, fp32 states: model states ",
+                                              e->model_state_bytes().ToString(), ", formula ",
+                                              e->formula_bytes()));
+    }
+  }
   // Each checkpoint loads into an engine of the other setting, which saves it again.
   const std::string widened_dir = dir + "/bf16_into_fp32", rounded_dir = dir + "/fp32_into_bf16";
   for (const bool bf16 : {false, true}) {

@@ -245,15 +245,20 @@ TEST(MuonOverflowTest, ASkippedStepLeavesTheMomentumAsItWas) {
 // Muon's matrices keep one state buffer (the momentum), Adam's parameters two: summed over the
 // ranks, Muon's optimizer states are half of Adam's for the same model plus 4 bytes per element of
 // Adam's parameters (each rank's whole copy of them at stage 0).
-absl::StatusOr<std::string> CompareStateBytes(int stage) {
+absl::StatusOr<std::string> CompareStateBytes(int stage, bool bf16) {
   ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv());
   const Case c{stage};
-  EngineOptions adam_options = Options(c, group->rank());
+  EngineOptions muon_options = Options(c, group->rank());
+  if (bf16) {
+    muon_options.precision = Precision::kBFloat16;
+    muon_options.bf16_master_weights = muon_options.bf16_optimizer_states = true;
+  }
+  EngineOptions adam_options = muon_options;
   adam_options.optimizer = OptimizerKind::kAdam;
   auto adam_net = testing::MakeNet(kModel);
   ZT_ASSIGN_OR_RETURN(auto adam, Engine::Create(*adam_net, adam_options, group.get()));
   auto muon_net = testing::MakeNet(kModel);
-  ZT_ASSIGN_OR_RETURN(auto muon, Engine::Create(*muon_net, Options(c, group->rank()), group.get()));
+  ZT_ASSIGN_OR_RETURN(auto muon, Engine::Create(*muon_net, muon_options, group.get()));
   int64_t adam_elements = 0;
   for (const torch::Tensor& p : testing::UniqueParameters(*testing::MakeNet(kModel))) {
     if (p.dim() < 2) adam_elements += p.numel();
@@ -262,12 +267,26 @@ absl::StatusOr<std::string> CompareStateBytes(int stage) {
       {adam->model_state_bytes().optimizer_states, muon->model_state_bytes().optimizer_states},
       torch::kDouble);
   ZT_RETURN_IF_ERROR(group->AllReduce(sums, comm::ReduceOp::kSum));
-  const double want =
-      sums[0].item<double>() / 2 + 4.0 * adam_elements * (stage == 0 ? group->world_size() : 1);
+  const double want = sums[0].item<double>() / 2 +
+                      (bf16 ? 2.0 : 4.0) * adam_elements * (stage == 0 ? group->world_size() : 1);
   if (sums[1].item<double>() != want) {
-    return absl::InternalError(absl::StrCat("stage ", stage, ": Muon's states ",
-                                            sums[1].item<double>(), " bytes, want ", want,
-                                            " (Adam's ", sums[0].item<double>(), ")"));
+    return absl::InternalError(absl::StrCat(
+        "stage ", stage, bf16 ? " bf16" : "", ": Muon's states ", sums[1].item<double>(),
+        " bytes, want ", want, " (Adam's ", sums[0].item<double>(), ")"));
+  }
+  if (!bf16) return std::string("ok");
+  // The compact array in bf16 through the step: two steps, and the loss falls.
+  ZT_RETURN_IF_ERROR(testing::TrainSteps(*muon, *muon_net, kModel, 2, kBatch));
+  testing::Batch b = testing::GlobalBatch(kModel, 0, kBatch);
+  double after = 0;
+  {
+    auto forward = muon->BeginForward();
+    after = testing::Loss(*muon_net, b.x, b.y).item<double>();
+  }
+  const double before = testing::Loss(*testing::MakeNet(kModel), b.x, b.y).item<double>();
+  if (!(after < before)) {
+    return absl::InternalError(
+        absl::StrCat("stage ", stage, " bf16: loss ", before, " -> ", after));
   }
   return std::string("ok");
 }
@@ -275,7 +294,9 @@ absl::StatusOr<std::string> CompareStateBytes(int stage) {
 // One SpawnRanks per TEST (its children rerun the TEST's first call), so the stages run in it.
 TEST(MuonMemoryTest, MatricesKeepOneStateBuffer) {
   ExpectRanksOk([](int) -> absl::StatusOr<std::string> {
-    for (int stage : {0, 2, 3}) ZT_RETURN_IF_ERROR(CompareStateBytes(stage).status());
+    for (int stage : {0, 2, 3}) ZT_RETURN_IF_ERROR(CompareStateBytes(stage, false).status());
+    // bf16 master and states (stages 1-3): the compact array is bf16 too.
+    for (int stage : {2, 3}) ZT_RETURN_IF_ERROR(CompareStateBytes(stage, true).status());
     return std::string("ok");
   });
 }

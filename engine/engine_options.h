@@ -126,8 +126,9 @@ struct EngineOptions {
   // bf16 at stages 1-3 (DeepSpeed's bf16.bf16_master_weights_and_grads / bf16_optimizer_states):
   // the master weights, and then also the optimizer's state arrays, are kept in bf16, rounded to
   // nearest even after each step; the optimizer still computes in fp32 (MasterState). At stage 3
-  // without offload_optimizer a bf16 master is the parameter shard itself. The gradients are the
-  // model's dtype (bf16) at every setting; those offload_optimizer nvme keeps on disk stay fp32.
+  // without offload_optimizer or offload_param a bf16 master is the parameter shard itself. The
+  // gradients are the model's dtype (bf16) at every setting; those offload_optimizer nvme keeps on
+  // disk stay fp32.
   bool bf16_master_weights = false;
   bool bf16_optimizer_states = false;  // needs bf16_master_weights
   optim::LossScalerOptions fp16;       // fp16 only

@@ -79,7 +79,13 @@ class MasterState {
   // and whole, else pieces of at most kPieceNumel elements (those overlapping [begin, end)) in
   // which a bf16 array is widened and an array kept for one group's elements only (compact, see
   // ShardOptimizer::state_array_groups) reads as zeros elsewhere; kWrite reads nothing first,
-  // kRead writes nothing back (and what falls outside a compact array's elements never is).
+  // kRead writes nothing back (and what falls outside a compact array's elements never is). One
+  // visit at a time, as the store's rule is: the pieces share this object's fp32 buffers. An
+  // error from fn leaves that piece's bf16 and compact arrays as they were (what fn already
+  // wrote into fp32 arrays in place stays, as in a store visit of host memory); the step that
+  // failed is not retried, the engine is broken from then on.
+  // Compact arrays come from LibTorch's allocator on the state's device (host memory under
+  // offload, counted in offloaded_host), not from the pinned pool, and stay there under nvme.
   absl::Status Visit(int64_t begin, int64_t end, offload::Access access,
                      const MasterVisitFn& fn) const;
   absl::Status VisitAll(offload::Access access, const MasterVisitFn& fn) const {

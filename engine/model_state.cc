@@ -20,7 +20,8 @@ double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world,
   const double big_k = k.master + k.states;  // the paper's K: 12 with fp32 master and moments
   if (stage == 3) {
     // Everything sharded, in either precision; a bf16 master is the bf16 parameter shard.
-    return (mixed_precision && k.master == 2 ? 4 + k.states : 4 + big_k) * p / n;
+    return (mixed_precision && k.master == 2 && k.master_is_shard ? 4 + k.states : 4 + big_k) * p /
+           n;
   }
   if (mixed_precision) {
     switch (stage) {

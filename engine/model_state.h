@@ -36,6 +36,9 @@ struct ModelStateBytes {
 struct MasterBytes {
   int master = 4;  // 2 with bf16 master weights
   int states = 8;  // 4 with bf16 optimizer states
+  // Stage 3 with a bf16 master: the master is the parameter shard (no optimizer offload and the
+  // shard on the model's device), not a copy beside it.
+  bool master_is_shard = true;
 };
 
 // The formula above, in bytes, for `psi` elements (padded flat size), `world` ranks and Adam.

@@ -108,8 +108,15 @@ absl::StatusOr<std::unique_ptr<MuonGradients>> MuonGradients::Create(
 
 absl::Status MuonGradients::ForEachOverlap(const Batch& batch,
                                            const std::vector<partition::GradSegment>& grads,
-                                           const OverlapFn& fn) {
-  return master_->VisitAll(offload::Access::kReadWrite, [&](const MasterView& v) -> absl::Status {
+                                           offload::Access access, const OverlapFn& fn) {
+  int64_t begin = master_->numel(), end = 0;
+  for (const Piece& p : pieces_) {
+    if (batch.offsets[p.matrix] < 0) continue;
+    begin = std::min(begin, p.master_offset);
+    end = std::max(end, p.master_offset + p.numel);
+  }
+  if (begin >= end) return absl::OkStatus();
+  return master_->Visit(begin, end, access, [&](const MasterView& v) -> absl::Status {
     const int64_t v_end = v.begin + v.numel;
     for (const Piece& p : pieces_) {
       const int64_t p_end = p.master_offset + p.numel;
@@ -135,7 +142,7 @@ absl::Status MuonGradients::ApplyBatch(const Batch& batch,
   const at::Tensor blend = master_->Array(nullptr, 0).new_zeros({batch.numel});
   const at::Tensor next = blend.new_zeros({batch.numel});
   ZT_RETURN_IF_ERROR(ForEachOverlap(
-      batch, grads,
+      batch, grads, offload::Access::kRead,
       [&](const Piece&, const at::Tensor& momentum, const at::Tensor& g, int64_t pos) {
         at::Tensor g32 = g.to(momentum.device(), at::kFloat);
         if (in_divisor != 1.0) g32 = g32.mul(1.0 / in_divisor);
@@ -160,7 +167,7 @@ absl::Status MuonGradients::ApplyBatch(const Batch& batch,
   }
   if (batch.shared) ZT_RETURN_IF_ERROR(group_->AllReduce(updates, comm::ReduceOp::kSum));
   return ForEachOverlap(
-      batch, grads,
+      batch, grads, offload::Access::kReadWrite,
       [&](const Piece& p, const at::Tensor& momentum, const at::Tensor& g, int64_t pos) {
         const at::Tensor ok = finite[p.matrix];
         momentum.copy_(at::where(ok, next.narrow(0, pos, momentum.numel()), momentum));

@@ -89,11 +89,12 @@ class MuonGradients {
   };
   // Calls fn(piece, momentum, grads, pos) for every overlap of a piece of `batch`, a sub-group of
   // the state and a gradient segment: the overlap's momentum and gradients, and where it begins
-  // in the batch's buffer.
+  // in the batch's buffer. Visits only the state the batch's pieces span, and writes it back only
+  // for kReadWrite (on NVMe each visited sub-group is a swap in, and out unless kRead).
   using OverlapFn = std::function<void(const Piece&, const at::Tensor& momentum,
                                        const at::Tensor& grads, int64_t pos)>;
   absl::Status ForEachOverlap(const Batch& batch, const std::vector<partition::GradSegment>& grads,
-                              const OverlapFn& fn);
+                              offload::Access access, const OverlapFn& fn);
   absl::Status ApplyBatch(const Batch& batch, const std::vector<partition::GradSegment>& grads,
                           double in_divisor, double out_scale);
 

@@ -2,8 +2,8 @@
 # Runs the tests of zerotrain's concurrent code under sanitizers (docs/RELIABILITY.md):
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan) over every test of comm/,
 #         partition/, offload/, checkpoint/ and optim/ (the kernels' pointer arithmetic), and
-#         engine/'s tests of the optimizer step over ShardSegments, the offloaded state (bf16 and
-#         compact arrays widened piece by piece too), the gradient statistics and the staging (CI's set: minutes, not the engine's half hour);
+#         engine/'s tests of the optimizer step over ShardSegments, the offloaded state (bf16 arrays
+#         widened piece by piece too), the gradient statistics and the staging (CI's set: minutes, not the engine's half hour);
 #   asan-full  the same over every test of engine/ too (run by hand, before a release);
 #   tsan  ThreadSanitizer (--config=tsan) over the tests of comm/ and offload/ that run threads
 #         (executors, Work handles, the shm backend, the launcher, asynchronous file I/O), with
