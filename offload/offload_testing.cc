@@ -174,4 +174,13 @@ absl::StatusOr<absl::Status> RunWithFileSizeLimit(int64_t limit_bytes, const std
       fn, arg);
 }
 
+std::unique_ptr<SwapSpace> MakeSmallSwapSpace(const std::string& dir) {
+  SwapSpaceOptions o;
+  o.directory = dir;
+  o.aio = {64 << 10, 4, 2};
+  absl::StatusOr<std::unique_ptr<SwapSpace>> swap = SwapSpace::Create(o);
+  EXPECT_TRUE(swap.ok()) << swap.status();
+  return swap.ok() ? *std::move(swap) : nullptr;
+}
+
 }  // namespace zerotrain::offload::testing

@@ -1,6 +1,6 @@
 // Helpers for offload/'s tests: private temporary directories, aligned buffers, reproducible
-// random bytes, and the faults (a directory nobody can write, a disk that is full) that must
-// each give a clear error.
+// random bytes, the small swap space the store tests share, and the faults (a directory nobody can
+// write, a disk that is full) that must each give a clear error.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "offload/swap_space.h"
 
 namespace zerotrain::offload::testing {
 
@@ -56,5 +57,9 @@ absl::StatusOr<absl::Status> RunOnSmallTmpfs(int64_t bytes, const std::string& d
 // fails with EFBIG instead of killing the child. Works for any user.
 absl::StatusOr<absl::Status> RunWithFileSizeLimit(int64_t limit_bytes, const std::string& arg,
                                                   ChildFn fn);
+
+// A SwapSpace in `dir` with small aio blocks (64 KiB, queue depth 4, 2 threads), as the
+// SubGroupStore tests use; fails the calling test (and returns null) if it cannot be made.
+std::unique_ptr<SwapSpace> MakeSmallSwapSpace(const std::string& dir);
 
 }  // namespace zerotrain::offload::testing

@@ -28,12 +28,7 @@ constexpr int64_t kSub = 1000;
 
 class GradStores {
  public:
-  GradStores() {
-    SwapSpaceOptions o;
-    o.directory = dir_.path();
-    o.aio = {64 << 10, 4, 2};
-    swap_ = *SwapSpace::Create(o);
-  }
+  GradStores() : swap_(testing::MakeSmallSwapSpace(dir_.path())) {}
   std::unique_ptr<SubGroupStore> Make(StoreDevice device, int buffers, bool grads = true) {
     SubGroupStoreOptions o;
     o.arrays = {"master", "exp_avg"};

@@ -31,14 +31,8 @@ float Full(int step, int64_t i) { return static_cast<float>(i % 97 + step); }
 struct Stores {
   testing::TempDir dir;
   PinnedHostPool pool = *PinnedHostPool::Create({});
-  std::unique_ptr<SwapSpace> swap;
+  std::unique_ptr<SwapSpace> swap = testing::MakeSmallSwapSpace(dir.path());
 
-  Stores() {
-    SwapSpaceOptions o;
-    o.directory = dir.path();
-    o.aio = {64 << 10, 4, 2};
-    swap = *SwapSpace::Create(o);
-  }
   // master in 2 bytes, exp_avg in 4, exp_avg_sq in 2.
   SubGroupStoreOptions Options(StoreDevice device) {
     SubGroupStoreOptions o;

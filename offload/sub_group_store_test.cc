@@ -37,14 +37,8 @@ float Delta(int s, int a, int64_t i) { return static_cast<float>((s * 7 + a * 3 
 struct Fixture {
   TempDir dir;
   PinnedHostPool pool = *PinnedHostPool::Create({});
-  std::unique_ptr<SwapSpace> swap;
+  std::unique_ptr<SwapSpace> swap = testing::MakeSmallSwapSpace(dir.path());
 
-  Fixture() {
-    SwapSpaceOptions o;
-    o.directory = dir.path();
-    o.aio = {64 << 10, 4, 2};
-    swap = *SwapSpace::Create(o);
-  }
   SubGroupStoreOptions Options(StoreDevice device, int buffer_count = 2,
                                const std::string& prefix = "rank0.") {
     SubGroupStoreOptions o;
