@@ -91,6 +91,9 @@ absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const Trainer
   in.nodes = flags.nnodes;
   in.device_memory_gib = flags.device_memory_gib;
   in.host_memory_gib = flags.host_memory_gib;
+  // The config's bf16 master weights / optimizer states shrink the sharded state's bytes.
+  in.bf16_master_weights = config.engine.bf16_master_weights;
+  in.bf16_optimizer_states = config.engine.bf16_optimizer_states;
   return advisor::EstimateMemoryReport(in);
 }
 

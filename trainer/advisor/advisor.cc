@@ -138,6 +138,11 @@ absl::StatusOr<std::string> EstimateMemoryReport(const AdvisorInput& in) {
       in.device_memory_gib, 100 * in.activation_fraction);
   if (in.host_memory_gib > 0)
     absl::StrAppendFormat(&out, ", %.1f GiB host memory per node", in.host_memory_gib);
+  if (in.bf16_master_weights) {
+    absl::StrAppendFormat(&out, ";\nbf16 master weights%s: %d bytes per parameter of sharded state",
+                          in.bf16_optimizer_states ? " and optimizer states" : "",
+                          ShardedStateBytes(in));
+  }
   absl::StrAppend(&out, ".\n\n", FormatEstimateTable(in, rows), "\n", r.explanation);
   return out;
 }

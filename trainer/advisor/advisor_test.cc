@@ -108,7 +108,31 @@ TEST(AdvisorTest, ReportHasEveryRowAndTheRecommendation) {
   EXPECT_NE(report->find("Recommendation: ZeRO stage 1."), std::string::npos) << *report;
   EXPECT_NE(report->find("host fit not checked"), std::string::npos) << *report;
   EXPECT_NE(report->find("1.30B params, largest layer 103.0M"), std::string::npos) << *report;
+  EXPECT_EQ(report->find("bf16 master weights"), std::string::npos) << *report;
   EXPECT_FALSE(EstimateMemoryReport(Cluster(0, 1, 1, 1, 1, 1)).ok());
+}
+
+// The bf16 flags reach the estimate and the report says so; states without a master are refused.
+TEST(AdvisorFlagsTest, Bf16MasterWeightsAndStates) {
+  auto in =
+      ParseAdvisorFlags({"--params=1.3B", "--largest_layer_params=100M", "--device_memory_gib=40",
+                         "--bf16_master_weights", "--bf16_optimizer_states"});
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_TRUE(in->bf16_master_weights);
+  EXPECT_TRUE(in->bf16_optimizer_states);
+  absl::StatusOr<std::string> report = EstimateMemoryReport(*in);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->find("bf16 master weights and optimizer states: 8 bytes per parameter of "
+                         "sharded state"),
+            std::string::npos)
+      << *report;
+  auto bad =
+      ParseAdvisorFlags({"--params=1.3B", "--largest_layer_params=100M", "--device_memory_gib=40",
+                         "--bf16_master_weights=false", "--bf16_optimizer_states"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bf16_optimizer_states: true (needs bf16_master_weights)"),
+            std::string::npos)
+      << bad.status();
 }
 
 TEST(AdvisorFlagsTest, ParsesFlagsAndSuffixes) {
