@@ -78,21 +78,10 @@ EngineOptions Options(const Case& c, bool bf16_master, bool bf16_states) {
   return o;
 }
 
-// Steps [first, last): every rank trains the whole batch of each step.
+// Steps [first, last) of the test's batches, every rank training the whole batch.
 absl::Status TrainRange(Engine& engine, testing::TestNet& net, int first, int last,
                         std::vector<double>* losses = nullptr) {
-  for (int step = first; step < last; ++step) {
-    testing::Batch b = testing::GlobalBatch(kModel, step, kBatch);
-    torch::Tensor loss;
-    {
-      auto forward = engine.BeginForward();
-      loss = testing::Loss(net, b.x, b.y);
-    }
-    if (losses != nullptr) losses->push_back(loss.item<double>());
-    ZT_RETURN_IF_ERROR(engine.Backward(loss));
-    ZT_RETURN_IF_ERROR(engine.Step());
-  }
-  return absl::OkStatus();
+  return testing::TrainStepRange(engine, net, kModel, first, last, kBatch, losses);
 }
 
 // Every per-element array of a checkpoint, flat.
@@ -246,11 +235,8 @@ absl::StatusOr<std::string> TrainAndResume(const Case& c, bool bf16_states,
   ZT_ASSIGN_OR_RETURN(auto b, Engine::Create(*resumed, Options(c, true, bf16_states), group.get()));
   ZT_RETURN_IF_ERROR(b->LoadCheckpoint(dir).status());
   ZT_RETURN_IF_ERROR(TrainRange(*b, *resumed, 4, kSteps));
-  ZT_ASSIGN_OR_RETURN(auto ga, a->GatherParameters(testing::UniqueParameters(*straight)));
-  ZT_ASSIGN_OR_RETURN(auto gb, b->GatherParameters(testing::UniqueParameters(*resumed)));
-  const std::string diff = testing::CompareParams(*resumed, *straight, 0, 0);
-  ZT_RETURN_IF_ERROR(gb->Close());
-  ZT_RETURN_IF_ERROR(ga->Close());
+  ZT_ASSIGN_OR_RETURN(const std::string diff,
+                      testing::GatheredDifference(*b, *resumed, *a, *straight));
   if (!diff.empty()) return absl::InternalError(absl::StrCat("resumed run differs: ", diff));
   return std::string("ok");
 }

@@ -168,17 +168,7 @@ INSTANTIATE_TEST_SUITE_P(Stages, MuonTest,
 
 // Steps [first, last) of the test's batches.
 absl::Status TrainRange(Engine& engine, testing::TestNet& net, int first, int last) {
-  for (int step = first; step < last; ++step) {
-    testing::Batch b = testing::GlobalBatch(kModel, step, kBatch);
-    torch::Tensor loss;
-    {
-      auto forward = engine.BeginForward();
-      loss = testing::Loss(net, b.x, b.y);
-    }
-    ZT_RETURN_IF_ERROR(engine.Backward(loss));
-    ZT_RETURN_IF_ERROR(engine.Step());
-  }
-  return absl::OkStatus();
+  return testing::TrainStepRange(engine, net, kModel, first, last, kBatch);
 }
 
 absl::StatusOr<std::string> ResumeAndCompare(const std::string& dir) {
@@ -229,11 +219,8 @@ absl::StatusOr<std::string> SkipAndCompare() {
     return absl::InternalError(absl::StrCat("skipped steps: ", b->skipped_steps()));
   }
   ZT_RETURN_IF_ERROR(TrainRange(*b, *skipping, 2, 4));
-  ZT_ASSIGN_OR_RETURN(auto ga, a->GatherParameters(testing::UniqueParameters(*plain)));
-  ZT_ASSIGN_OR_RETURN(auto gb, b->GatherParameters(testing::UniqueParameters(*skipping)));
-  const std::string diff = testing::CompareParams(*skipping, *plain, 0, 0);
-  ZT_RETURN_IF_ERROR(gb->Close());
-  ZT_RETURN_IF_ERROR(ga->Close());
+  ZT_ASSIGN_OR_RETURN(const std::string diff,
+                      testing::GatheredDifference(*b, *skipping, *a, *plain));
   if (!diff.empty()) return absl::InternalError(absl::StrCat("after a skipped step: ", diff));
   return std::string("ok");
 }

@@ -175,8 +175,10 @@ void MasterState::AddBytes(ModelStateBytes* b) const {
                : compact_[a].numel() * static_cast<int64_t>(compact_[a].element_size());
   };
   int64_t states = 0, compact = 0;
-  for (int a = 1; a < num_arrays(); ++a) states += array_bytes(a);
-  for (int a = 1; a < num_arrays(); ++a) compact += store_index_[a] < 0 ? array_bytes(a) : 0;
+  for (int a = 1; a < num_arrays(); ++a) {
+    states += array_bytes(a);
+    if (store_index_[a] < 0) compact += array_bytes(a);
+  }
   if (options_->offload_optimizer.device == OffloadDevice::kNone) {
     b->master = aliases_params_ ? 0 : array_bytes(0);
     b->optimizer_states = states;

@@ -72,8 +72,6 @@ class MasterState {
   at::Tensor Array(float* data, int64_t numel) const;
   // The master and the optimizer's state arrays: 1 + state_names().size().
   int num_arrays() const { return static_cast<int>(dtypes_.size()); }
-  // What array a is stored as: kFloat or kBFloat16.
-  c10::ScalarType dtype(int a) const { return dtypes_[a]; }
 
   // The store's Visit of [begin, end) as fp32 pieces: a sub-group whole when every array is fp32
   // and whole, else pieces of at most kPieceNumel elements (those overlapping [begin, end)) in
@@ -114,6 +112,8 @@ class MasterState {
   // fn over the pieces of one store view (see Visit; master_state_visit.cc).
   absl::Status VisitPieces(const offload::SubGroupView& v, int64_t begin, int64_t end,
                            offload::Access access, const MasterVisitFn& fn) const;
+  // Elements [begin, begin + n) of store array a in view v, in the array's own dtype.
+  at::Tensor Stored(int a, const offload::SubGroupView& v, int64_t begin, int64_t n) const;
   // Array a's values for elements [begin, begin + n) as fp32 in `wide` (read) or back (write).
   void Widen(int a, const offload::SubGroupView& v, int64_t begin, int64_t n,
              const at::Tensor& wide) const;

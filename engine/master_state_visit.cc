@@ -60,13 +60,17 @@ Overlap OverlapOf(const Run& r, int64_t begin, int64_t n) {
 
 }  // namespace
 
+at::Tensor MasterState::Stored(int a, const offload::SubGroupView& v, int64_t begin,
+                               int64_t n) const {
+  return at::from_blob(static_cast<char*>(v.arrays[store_index_[a]]) +
+                           (begin - v.begin) * c10::elementSize(dtypes_[a]),
+                       {n}, at::TensorOptions(dtypes_[a]).device(runtime_->device()));
+}
+
 void MasterState::Widen(int a, const offload::SubGroupView& v, int64_t begin, int64_t n,
                         const at::Tensor& wide) const {
   if (store_index_[a] >= 0) {
-    const int s = store_index_[a];
-    wide.copy_(at::from_blob(
-        static_cast<char*>(v.arrays[s]) + (begin - v.begin) * c10::elementSize(dtypes_[a]), {n},
-        at::TensorOptions(dtypes_[a]).device(runtime_->device())));
+    wide.copy_(Stored(a, v, begin, n));
     return;
   }
   wide.zero_();
@@ -82,11 +86,7 @@ void MasterState::Widen(int a, const offload::SubGroupView& v, int64_t begin, in
 void MasterState::Narrow(int a, const offload::SubGroupView& v, int64_t begin, int64_t n,
                          const at::Tensor& wide) const {
   if (store_index_[a] >= 0) {
-    const int s = store_index_[a];
-    at::from_blob(
-        static_cast<char*>(v.arrays[s]) + (begin - v.begin) * c10::elementSize(dtypes_[a]), {n},
-        at::TensorOptions(dtypes_[a]).device(runtime_->device()))
-        .copy_(wide);
+    Stored(a, v, begin, n).copy_(wide);
     return;
   }
   for (const CompactRun& r : compact_runs_[a]) {

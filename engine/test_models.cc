@@ -240,17 +240,33 @@ std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol)
 }
 
 absl::Status TrainSteps(Engine& engine, TestNet& net, ModelKind kind, int steps, int64_t batch) {
-  for (int step = 0; step < steps; ++step) {
+  return TrainStepRange(engine, net, kind, 0, steps, batch);
+}
+
+absl::Status TrainStepRange(Engine& engine, TestNet& net, ModelKind kind, int first, int last,
+                            int64_t batch, std::vector<double>* losses) {
+  for (int step = first; step < last; ++step) {
     Batch b = GlobalBatch(kind, step, batch);
     torch::Tensor loss;
     {
       auto forward = engine.BeginForward();
       loss = Loss(net, b.x, b.y);
     }
+    if (losses != nullptr) losses->push_back(loss.item<double>());
     ZT_RETURN_IF_ERROR(engine.Backward(loss));
     ZT_RETURN_IF_ERROR(engine.Step());
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> GatheredDifference(Engine& got_engine, TestNet& got,
+                                               Engine& want_engine, TestNet& want) {
+  ZT_ASSIGN_OR_RETURN(auto want_params, want_engine.GatherParameters(UniqueParameters(want)));
+  ZT_ASSIGN_OR_RETURN(auto got_params, got_engine.GatherParameters(UniqueParameters(got)));
+  const std::string diff = CompareParams(got, want, 0, 0);
+  ZT_RETURN_IF_ERROR(got_params->Close());
+  ZT_RETURN_IF_ERROR(want_params->Close());
+  return diff;
 }
 
 }  // namespace zerotrain::engine::testing

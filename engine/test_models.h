@@ -95,6 +95,14 @@ std::string CompareParams(TestNet& got, TestNet& want, double atol, double rtol)
 // `steps` optimizer steps (one micro-batch each) in which every rank trains on the whole
 // GlobalBatch(kind, step, batch), the forward inside the engine's forward scope.
 absl::Status TrainSteps(Engine& engine, TestNet& net, ModelKind kind, int steps, int64_t batch);
+// The same for steps [first, last), appending each step's loss to `losses` when given.
+absl::Status TrainStepRange(Engine& engine, TestNet& net, ModelKind kind, int first, int last,
+                            int64_t batch, std::vector<double>* losses = nullptr);
+
+// "" when the parameters of `got` (under engine `got_engine`) equal those of `want` (under
+// `want_engine`) bit for bit, both gathered at stage 3; otherwise the worst element, named.
+absl::StatusOr<std::string> GatheredDifference(Engine& got_engine, TestNet& got,
+                                               Engine& want_engine, TestNet& want);
 
 // OK when the engine's parameters of `net` (gathered, at stage 3) match a single-process
 // RunReference(kind, options) within 1e-6 + 1e-5 * |want|; InternalError naming the worst element.
