@@ -25,6 +25,28 @@ double BusBandwidthFactor(CollectiveKind kind, int world_size) {
   return 0.0;
 }
 
+WireBytes ReceivedBytes(CollectiveKind kind, int64_t bytes, int world_size, int rank, int root,
+                        const std::vector<int>& node_of_rank) {
+  if (world_size <= 1 || kind == CollectiveKind::kBarrier) return {};
+  auto node = [&](int r) { return node_of_rank.empty() ? 0 : node_of_rank[r]; };
+  int64_t remote_peers = 0;
+  for (int r = 0; r < world_size; ++r) remote_peers += node(r) != node(rank);
+  const int64_t piece = bytes / world_size;
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      return {piece * (world_size - 1), piece * remote_peers};
+    case CollectiveKind::kAllReduce:
+      return {2 * piece * (world_size - 1), 2 * piece * remote_peers};
+    case CollectiveKind::kBroadcast:
+      if (rank == root) return {};
+      return {bytes, node(root) != node(rank) ? bytes : 0};
+    case CollectiveKind::kBarrier:
+      break;
+  }
+  return {};
+}
+
 double OpStats::algbw_gbps() const {
   const double t = mean_seconds();
   return t > 0 ? static_cast<double>(bytes) / t / 1e9 : 0.0;
@@ -32,13 +54,15 @@ double OpStats::algbw_gbps() const {
 
 double OpStats::busbw_gbps() const { return algbw_gbps() * BusBandwidthFactor(kind, world_size); }
 
-void CommLog::Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds) {
+void CommLog::Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds,
+                     WireBytes wire) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    OpStats& s = stats_[{static_cast<int>(kind), bytes}];
+    OpStats& s = stats_[{static_cast<int>(kind), bytes, world_size}];
     if (s.count == 0) {
       s.kind = kind;
       s.bytes = bytes;
+      s.wire = wire;
       s.world_size = world_size;
       s.min_seconds = seconds;
     }
@@ -50,6 +74,7 @@ void CommLog::Record(CollectiveKind kind, int64_t bytes, int world_size, double 
     OpStats one;
     one.kind = kind;
     one.bytes = bytes;
+    one.wire = wire;
     one.world_size = world_size;
     one.count = 1;
     one.total_seconds = one.min_seconds = seconds;
@@ -69,14 +94,33 @@ std::vector<OpStats> CommLog::Stats() const {
   return out;
 }
 
+CommTotals CommLog::Totals() const {
+  CommTotals t;
+  for (const OpStats& s : Stats()) {
+    t.calls += s.count;
+    t.bytes += s.count * s.bytes;
+    t.received += s.count * s.wire.received;
+    t.inter_node += s.count * s.wire.inter_node;
+  }
+  return t;
+}
+
 std::string CommLog::Summary(const std::vector<CollectiveKind>& only) const {
-  std::string out = absl::StrFormat("%-15s %14s %8s %12s %12s %12s\n", "op", "bytes", "calls",
-                                    "mean_us", "algbw_GB/s", "busbw_GB/s");
+  std::string out =
+      absl::StrFormat("%-15s %5s %14s %8s %12s %12s %12s %14s %14s\n", "op", "ranks", "bytes",
+                      "calls", "mean_us", "algbw_GB/s", "busbw_GB/s", "recv_B", "inter_node_B");
+  CommTotals shown;
   for (const OpStats& s : Stats()) {
     if (!only.empty() && std::find(only.begin(), only.end(), s.kind) == only.end()) continue;
-    out += absl::StrFormat("%-15s %14d %8d %12.1f %12.3f %12.3f\n", CollectiveName(s.kind), s.bytes,
-                           s.count, s.mean_seconds() * 1e6, s.algbw_gbps(), s.busbw_gbps());
+    out += absl::StrFormat("%-15s %5d %14d %8d %12.1f %12.3f %12.3f %14d %14d\n",
+                           CollectiveName(s.kind), s.world_size, s.bytes, s.count,
+                           s.mean_seconds() * 1e6, s.algbw_gbps(), s.busbw_gbps(), s.wire.received,
+                           s.wire.inter_node);
+    shown.received += s.count * s.wire.received;
+    shown.inter_node += s.count * s.wire.inter_node;
   }
+  out += absl::StrFormat("received in all: %d B, of which from other nodes: %d B\n", shown.received,
+                         shown.inter_node);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,9 +21,23 @@ namespace zerotrain::comm {
 
 double BusBandwidthFactor(CollectiveKind kind, int world_size);
 
+// What one call of an op brings into this rank from its peers: the payload the op's algorithm
+// must receive at the least, whatever route the transport takes (a ring relays more through
+// each rank, but the same amount crosses each node boundary), and how much of it comes from ranks
+// on other nodes. Per call: an all-gather or reduce-scatter of `bytes` (the full buffer) receives
+// bytes/n from each peer, an all-reduce twice that, a broadcast `bytes` from its root.
+struct WireBytes {
+  int64_t received = 0;
+  int64_t inter_node = 0;
+};
+// node_of_rank[r]: the node of rank r of the group; empty means every rank on one node.
+WireBytes ReceivedBytes(CollectiveKind kind, int64_t bytes, int world_size, int rank, int root,
+                        const std::vector<int>& node_of_rank);
+
 struct OpStats {
   CollectiveKind kind = CollectiveKind::kBarrier;
   int64_t bytes = 0;  // per call
+  WireBytes wire;     // per call
   int world_size = 1;
   int64_t count = 0;
   double total_seconds = 0;
@@ -33,12 +48,23 @@ struct OpStats {
   double busbw_gbps() const;
 };
 
+// Sums over every call since the last Clear.
+struct CommTotals {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+  int64_t received = 0;
+  int64_t inter_node = 0;
+};
+
 class CommLog {
  public:
-  void Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds);
-  // One entry per (op, size), ordered by op then size.
+  void Record(CollectiveKind kind, int64_t bytes, int world_size, double seconds,
+              WireBytes wire = {});
+  // One entry per (op, size, ranks), ordered by op, size, then ranks.
   std::vector<OpStats> Stats() const;
-  // A table: op, size, calls, mean time, algbw, busbw; only the ops in `only` when given.
+  CommTotals Totals() const;
+  // A table: op, ranks, size, calls, mean time, algbw, busbw, bytes received per call and of them
+  // from other nodes; only the ops in `only` when given.
   std::string Summary(const std::vector<CollectiveKind>& only = {}) const;
   // Called with each op as it is recorded (count 1), outside the log's lock: DeepSpeed's
   // comms_logger.verbose. Set it before the first op.
@@ -47,7 +73,7 @@ class CommLog {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::pair<int, int64_t>, OpStats> stats_;
+  std::map<std::tuple<int, int64_t, int>, OpStats> stats_;
   std::function<void(const OpStats&)> each_op_;
 };
 

@@ -78,5 +78,41 @@ TEST(CommLog, BusFactors) {
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(CollectiveKind::kAllReduce, 1), 0.0);
 }
 
+TEST(CommLog, ReceivedBytesSplitByNode) {
+  using K = CollectiveKind;
+  // 4 ranks on 2 nodes: {0, 1} and {2, 3}. An all-gather of 4000 B brings 1000 B from each peer.
+  const std::vector<int> nodes = {0, 0, 1, 1};
+  WireBytes w = ReceivedBytes(K::kAllGather, 4000, 4, 1, 0, nodes);
+  EXPECT_EQ(w.received, 3000);
+  EXPECT_EQ(w.inter_node, 2000);
+  w = ReceivedBytes(K::kReduceScatter, 4000, 4, 2, 0, nodes);
+  EXPECT_EQ(w.received, 3000);
+  EXPECT_EQ(w.inter_node, 2000);
+  w = ReceivedBytes(K::kAllReduce, 4000, 4, 3, 0, nodes);
+  EXPECT_EQ(w.received, 6000);
+  EXPECT_EQ(w.inter_node, 4000);
+  w = ReceivedBytes(K::kBroadcast, 4000, 4, 3, 0, nodes);  // from rank 0, on the other node
+  EXPECT_EQ(w.received, 4000);
+  EXPECT_EQ(w.inter_node, 4000);
+  w = ReceivedBytes(K::kBroadcast, 4000, 4, 1, 0, nodes);  // from its own node
+  EXPECT_EQ(w.inter_node, 0);
+  EXPECT_EQ(ReceivedBytes(K::kBroadcast, 4000, 4, 0, 0, nodes).received, 0);  // the root
+  EXPECT_EQ(ReceivedBytes(K::kAllGather, 4000, 4, 1, 0, {}).inter_node, 0);   // one node
+  EXPECT_EQ(ReceivedBytes(K::kBarrier, 0, 4, 1, 0, nodes).received, 0);
+
+  CommLog log;
+  log.Record(K::kAllGather, 4000, 4, 0.001, ReceivedBytes(K::kAllGather, 4000, 4, 1, 0, nodes));
+  log.Record(K::kAllGather, 4000, 4, 0.001, ReceivedBytes(K::kAllGather, 4000, 4, 1, 0, nodes));
+  log.Record(K::kBroadcast, 100, 4, 0.001, ReceivedBytes(K::kBroadcast, 100, 4, 1, 0, nodes));
+  const CommTotals t = log.Totals();
+  EXPECT_EQ(t.calls, 3);
+  EXPECT_EQ(t.bytes, 8100);
+  EXPECT_EQ(t.received, 6100);
+  EXPECT_EQ(t.inter_node, 4000);
+  EXPECT_NE(log.Summary().find("received in all: 6100 B, of which from other nodes: 4000 B"),
+            std::string::npos)
+      << log.Summary();
+}
+
 }  // namespace
 }  // namespace zerotrain::comm

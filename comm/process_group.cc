@@ -2,6 +2,8 @@
 #include "comm/process_group.h"
 
 #include <ATen/core/Tensor.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
@@ -44,6 +46,39 @@ Work::Step NamingSilentPeers(Work::Step wait, std::shared_ptr<PeerProbe> probe,
   };
 }
 
+// This process's machine as the other ranks should tell it apart: host name and network
+// namespace.
+std::string NodeKey() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  struct stat ns {};
+  const ino_t netns = stat("/proc/self/ns/net", &ns) == 0 ? ns.st_ino : 0;
+  return absl::StrCat(host, "/netns:", netns);
+}
+
+// Every rank leaves its NodeKey in the store and reads the others'; node numbers follow the
+// order in which ranks first name a key.
+absl::StatusOr<std::vector<int>> ExchangeNodes(const c10::intrusive_ptr<c10d::Store>& store,
+                                               int rank, int world_size) {
+  try {
+    const std::string mine = NodeKey();
+    store->set(absl::StrCat(rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+    std::vector<std::string> keys;
+    std::vector<int> node_of_rank;
+    for (int r = 0; r < world_size; ++r) {
+      const std::vector<uint8_t> v = store->get(absl::StrCat(r));
+      const std::string key(v.begin(), v.end());
+      const auto it = std::find(keys.begin(), keys.end(), key);
+      node_of_rank.push_back(static_cast<int>(it - keys.begin()));
+      if (it == keys.end()) keys.push_back(key);
+    }
+    return node_of_rank;
+  } catch (const std::exception& e) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("comm: rank ", rank, " exchanging node names in the store: ", e.what()));
+  }
+}
+
 bool SupportedDtype(at::ScalarType t) {
   switch (t) {
     case at::kFloat:
@@ -71,6 +106,10 @@ struct ProcessGroup::FailureState {
   std::shared_ptr<PeerProbe> probe;
 };
 
+struct ProcessGroup::JobStoreHandle {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const RendezvousInfo& info,
                                                                    const GroupOptions& options) {
   if (options.timeout <= std::chrono::milliseconds(0) || options.timeout > std::chrono::hours(24)) {
@@ -79,39 +118,85 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const Rendezv
   }
   auto shared = JobStore(info, options.timeout);
   if (!shared.ok()) return shared.status();
-  const std::string prefix = absl::StrCat("zt/group", shared->second, "/");
+  return Connect(std::make_shared<JobStoreHandle>(JobStoreHandle{shared->first}),
+                 absl::StrCat("zt/group", shared->second, "/"), info.rank, info.world_size,
+                 info.master_addr, options, {});
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::CreateSubgroup(
+    const std::vector<int>& members) {
+  int local = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= world_size_ || (i > 0 && members[i] <= members[i - 1])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("comm: subgroup members [", absl::StrJoin(members, ", "),
+                       "] must be distinct ranks of 0..", world_size_ - 1, ", ascending"));
+    }
+    if (members[i] == rank_) local = static_cast<int>(i);
+  }
+  if (local < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("comm: rank ", rank_, " made a subgroup [",
+                                                   absl::StrJoin(members, ", "),
+                                                   "] it is not a member of"));
+  }
+  std::vector<int> nodes;
+  for (int m : members) nodes.push_back(node_of_rank_[m]);
+  const std::string prefix =
+      absl::StrCat(prefix_, "sub", subgroups_++, "/", absl::StrJoin(members, "-"), "/");
+  auto sub = Connect(store_, prefix, local, static_cast<int>(members.size()), master_addr_,
+                     options_, std::move(nodes));
+  if (sub.ok()) (*sub)->log_ = log_;
+  return sub;
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Connect(
+    std::shared_ptr<JobStoreHandle> handle, const std::string& prefix, int rank, int world_size,
+    const std::string& master_addr, const GroupOptions& options, std::vector<int> nodes) {
+  const c10::intrusive_ptr<c10d::Store>& shared = handle->store;
   BackendContext ctx;
-  ctx.rank = info.rank;
-  ctx.world_size = info.world_size;
-  ctx.master_addr = info.master_addr;
+  ctx.rank = rank;
+  ctx.world_size = world_size;
+  ctx.master_addr = master_addr;
   ctx.timeout = options.timeout;
   ctx.gloo_threads = options.gloo_threads;
-  ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "data", shared->first);
+  ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "data", shared);
   // NCCL chooses its own socket interface; the one that routes to MASTER_ADDR reaches the others.
-  if (options.backend == BackendKind::kNccl) PointNcclAtRoute(info.master_addr);
+  if (options.backend == BackendKind::kNccl) PointNcclAtRoute(master_addr);
   auto backend = options.backend == BackendKind::kGloo  ? MakeGlooBackend(ctx)
                  : options.backend == BackendKind::kShm ? MakeShmBackend(ctx)
                                                         : MakeNcclBackend(ctx);
   if (!backend.ok()) return backend.status();
   std::shared_ptr<PeerProbe> probe;
-  if (info.world_size > 1) {
-    auto route = ChooseLocalRoute(info.master_addr, 0, "GLOO_SOCKET_IFNAME");
+  if (world_size > 1) {
+    auto route = ChooseLocalRoute(master_addr, 0, "GLOO_SOCKET_IFNAME");
     if (!route.ok()) return route.status();
-    ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "probe", shared->first);
+    ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "probe", shared);
     auto connected = PeerProbe::Connect(ctx, route->address);
     if (!connected.ok()) return connected.status();
     probe = *std::move(connected);
   }
+  if (nodes.empty()) {
+    nodes.assign(world_size, 0);
+    if (world_size > 1) {
+      ZT_ASSIGN_OR_RETURN(
+          nodes, ExchangeNodes(c10::make_intrusive<c10d::PrefixStore>(prefix + "node", shared),
+                               rank, world_size));
+    }
+  }
   std::unique_ptr<CallCheck> check;
   if (options.check_calls) {
-    ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "check", shared->first);
+    ctx.store = c10::make_intrusive<c10d::PrefixStore>(prefix + "check", shared);
     auto connected = CallCheck::Connect(ctx);
     if (!connected.ok()) return connected.status();
     check = *std::move(connected);
   }
   auto group = std::unique_ptr<ProcessGroup>(
-      new ProcessGroup(info.rank, info.world_size, options, *std::move(backend), std::move(check)));
+      new ProcessGroup(rank, world_size, options, *std::move(backend), std::move(check)));
   group->failure_->probe = std::move(probe);
+  group->node_of_rank_ = std::move(nodes);
+  group->store_ = std::move(handle);
+  group->prefix_ = prefix;
+  group->master_addr_ = master_addr;
   return group;
 }
 
@@ -287,9 +372,11 @@ Work ProcessGroup::Issue(const OpDesc& op, absl::Status valid,
   }
   for (Work::Step& s : after) steps.push_back(std::move(s));
   if (options_.log_ops) {
-    steps.push_back([log = log_, op, start] {
+    const WireBytes wire =
+        ReceivedBytes(op.kind, op.bytes(), op.world_size, op.rank, op.root, node_of_rank_);
+    steps.push_back([log = log_, op, start, wire] {
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-      log->Record(op.kind, op.bytes(), op.world_size, took.count());
+      log->Record(op.kind, op.bytes(), op.world_size, took.count(), wire);
       return absl::OkStatus();
     });
   }

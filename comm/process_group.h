@@ -74,6 +74,12 @@ class ProcessGroup {
   // backend. Fails with the rendezvous step and the timeout named if any rank does not arrive.
   static absl::StatusOr<std::unique_ptr<ProcessGroup>> Create(const RendezvousInfo& info,
                                                               const GroupOptions& options);
+  // A group of some of this group's ranks: `members` in this group's numbering, ascending, this
+  // rank among them; its rank r is members[r]. Every member calls it; every rank of this group
+  // makes its subgroups in the same order (the n-th call of each rank is paired with the n-th
+  // call of the others, whatever members each names). Same transport and options; its ops are
+  // recorded in this group's log, with its own world size.
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateSubgroup(const std::vector<int>& members);
   ~ProcessGroup();
 
   int rank() const { return rank_; }
@@ -90,6 +96,10 @@ class ProcessGroup {
   // read its own shard instead (same result, bit for bit, same bytes on the wire).
   bool reduce_scatter_copies_input() const;
   CommLog& log() { return *log_; }
+  // The node of each rank, numbered in order of first appearance: ranks whose hosts have one name
+  // and one network namespace share a node (so two namespaces of one machine count as two, as
+  // the multi-node tests use them). The op log's inter-node bytes follow it.
+  const std::vector<int>& node_of_rank() const { return node_of_rank_; }
   // What collectives copied because a tensor was not on the transport's device, since Create.
   HostDeviceBytes staging_traffic() const { return staging_->totals(); }
 
@@ -120,6 +130,12 @@ class ProcessGroup {
   ProcessGroup(int rank, int world_size, GroupOptions options, std::unique_ptr<Backend> backend,
                std::unique_ptr<CallCheck> check);
 
+  // Builds the backend, the liveness probe and the call check under `prefix` of the job's store;
+  // exchanges node names unless `nodes` gives them.
+  struct JobStoreHandle;  // the job's store (process_group.cc), kept for subgroups
+  static absl::StatusOr<std::unique_ptr<ProcessGroup>> Connect(
+      std::shared_ptr<JobStoreHandle> shared, const std::string& prefix, int rank, int world_size,
+      const std::string& master_addr, const GroupOptions& options, std::vector<int> nodes);
   OpDesc NextOp(CollectiveKind kind, at::ScalarType dtype, int64_t numel, ReduceOp reduce,
                 int root);
   // Validates, runs the call check, launches `launch` (skipped for empty buffers) and wraps the
@@ -141,6 +157,11 @@ class ProcessGroup {
   std::shared_ptr<FailureState> failure_;
   std::shared_ptr<CommLog> log_ = std::make_shared<CommLog>();
   std::shared_ptr<HostDeviceCopies> staging_;  // shared with copy-back steps
+  std::vector<int> node_of_rank_;
+  std::shared_ptr<JobStoreHandle> store_;
+  std::string prefix_;  // this group's keys in the store
+  std::string master_addr_;
+  int subgroups_ = 0;
   uint64_t next_seq_ = 0;
   // Gloo with the call check: each op's check and launch run here, in issue order, so an *Async
   // call returns without waiting for the peers to reach the same call (which would make every

@@ -234,5 +234,42 @@ TEST(ProcessGroupArguments, BadArgumentsNameTheOpAndTheProblem) {
   EXPECT_TRUE(absl::StrContains(e, "unsupported dtype ComplexFloat")) << e;
 }
 
+// Subgroups: pairs {0, 1} and {2, 3}, then {0, 2} and {1, 3}, each all-reducing its own members'
+// values; their ops land in the parent's log with their own world size; a rank naming a subgroup
+// it is not in, or members out of order, is refused without touching the store.
+TEST(ProcessGroupSubgroups, PairsReduceAmongThemselves) {
+  auto outcomes = SpawnRanks(4, [](int rank) -> absl::StatusOr<std::string> {
+    GroupOptions o = ShortTimeout();
+    o.log_ops = true;
+    ZT_ASSIGN_OR_RETURN(auto group, JoinGroupFromEnv(o));
+    for (const std::vector<std::vector<int>>& split :
+         {std::vector<std::vector<int>>{{0, 1}, {2, 3}}, {{0, 2}, {1, 3}}}) {
+      const std::vector<int>& mine =
+          split[0][0] == rank || split[0][1] == rank ? split[0] : split[1];
+      ZT_ASSIGN_OR_RETURN(auto sub, group->CreateSubgroup(mine));
+      at::Tensor t = at::ones({3}).mul(rank + 1);
+      ZT_RETURN_IF_ERROR(sub->AllReduce(t, ReduceOp::kSum));
+      const float want = mine[0] + mine[1] + 2;
+      if (sub->world_size() != 2 || sub->rank() != (mine[0] == rank ? 0 : 1) ||
+          t[2].item<float>() != want) {
+        return absl::InternalError(absl::StrCat("subgroup [", absl::StrJoin(mine, ", "), "]: got ",
+                                                t[2].item<float>(), ", want ", want));
+      }
+    }
+    int pairs = 0;
+    for (const OpStats& st : group->log().Stats()) pairs += st.world_size == 2 ? st.count : 0;
+    if (pairs != 2) return absl::InternalError(absl::StrCat(pairs, " two-rank ops logged"));
+    const absl::Status outside = group->CreateSubgroup({(rank + 1) % 4}).status();
+    const absl::Status unordered = group->CreateSubgroup({3, 2, 1, 0}).status();
+    if (!absl::StrContains(outside.message(), "it is not a member of") ||
+        !absl::StrContains(unordered.message(), "ascending")) {
+      return absl::InternalError(absl::StrCat(outside.ToString(), " / ", unordered.ToString()));
+    }
+    ZT_RETURN_IF_ERROR(group->Barrier());
+    return std::string("ok");
+  });
+  for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
+}
+
 }  // namespace
 }  // namespace zerotrain::comm

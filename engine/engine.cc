@@ -418,7 +418,8 @@ double Engine::formula_bytes() const {
   if (options_.bf16_optimizer_states) k.states = 4;
   k.master_is_shard = master_->aliases_params();
   return ZeroFormulaBytes(options_.stage, options_.precision != Precision::kFloat32,
-                          flat_params().layout().padded_numel(), group_->world_size(), k);
+                          flat_params().layout().padded_numel(), group_->world_size(), k,
+                          options_.stage == 3 ? options_.stage3.hpz_partition_size : 1);
 }
 
 }  // namespace zerotrain::engine

@@ -214,7 +214,8 @@ Fingerprint MakeFingerprint(const EngineOptions& o, const BatchSizes& batch,
     // when gathers happen, which must also match across ranks for the collectives to pair up.
     absl::StrAppend(&options, " s3=", o.stage3.prefetch_numel, "/", o.stage3.max_live_numel, "/",
                     o.stage3.max_reuse_distance, "/", o.stage3.persistence_threshold, "/",
-                    o.stage3.model_persistence_threshold, " init=", o.sharded_init != nullptr);
+                    o.stage3.model_persistence_threshold, " qw=", o.stage3.quantize_weights,
+                    " hpz=", o.stage3.hpz_partition_size, " init=", o.sharded_init != nullptr);
   }
   std::string names, shapes, dtypes;
   for (const ParamSignature& p : params) {

@@ -22,13 +22,14 @@ struct ModelStateBytes {
   int64_t grads = 0;             // persistent gradient storage
   int64_t master = 0;            // fp32 master weights not aliasing the parameters
   int64_t optimizer_states = 0;  // moments / momentum
+  int64_t secondary_params = 0;  // ZeRO++ hpZ: the node-sharded copy, at its largest
   int64_t buffers = 0;           // non-trainable module buffers (not in the formula)
   // offload_optimizer cpu/nvme: the master weights and optimizer states are not with the model
   // (master and optimizer_states are 0) but here: host memory (cpu: all of them; nvme: the
   // buffer_count sub-group buffers) and swap-file bytes. Not in total(), which is the model's.
   int64_t offloaded_host = 0;
   int64_t offloaded_nvme = 0;
-  int64_t total() const { return params + grads + master + optimizer_states; }
+  int64_t total() const { return params + grads + master + optimizer_states + secondary_params; }
   std::string ToString() const;
 };
 
@@ -41,8 +42,10 @@ struct MasterBytes {
   bool master_is_shard = true;
 };
 
-// The formula above, in bytes, for `psi` elements (padded flat size), `world` ranks and Adam.
-double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world,
-                        MasterBytes k = {});
+// The formula above, in bytes, for `psi` elements (padded flat size), `world` ranks and Adam;
+// with ZeRO++'s hpZ at stage 3 (hpz > 1) plus the secondary copy, 2 Psi / hpz (4 Psi / hpz in
+// fp32). The engine keeps no secondary for persistent submodules, so it holds a little less.
+double ZeroFormulaBytes(int stage, bool mixed_precision, int64_t psi, int world, MasterBytes k = {},
+                        int hpz = 1);
 
 }  // namespace zerotrain::engine

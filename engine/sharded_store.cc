@@ -128,6 +128,7 @@ void ShardedStore::AddParamBytes(ModelStateBytes* b) const {
   const int64_t elem = c10::elementSize(shard.dtype());
   const bool with_model = shard.options().device == partition::ParamDevice::kModel;
   b->params = ((with_model ? shard.numel() : 0) + sharded_->stats().persistent_numel) * elem;
+  b->secondary_params = sharded_->secondary_capacity_numel() * elem;
   b->offloaded_host += shard.host_bytes();
   b->offloaded_nvme += shard.nvme_bytes();
 }

@@ -7,9 +7,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "optim/cpu_dispatch.h"
 #include "optim/kernels.h"
 #include "optim/precision.h"
+#include "tools/cpu_dispatch.h"
 
 namespace zerotrain::optim {
 
@@ -26,7 +26,7 @@ struct AdamOptions {
   // clipping (see CombinedGradScale in clip_grad.h). 1 means the gradients are already true.
   double grad_scale = 1.0;
   int threads = 0;                  // 0 = all cores
-  SimdPath simd = SimdPath::kAuto;  // force a path (tests); kAuto also honours ZT_OPTIM_SIMD
+  SimdPath simd = SimdPath::kAuto;  // force a path (tests); kAuto also honours ZT_SIMD
 };
 
 // One contiguous piece of the flat parameter space. State arrays start at zero before step 1.

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "optim/cpu_dispatch.h"
 #include "optim/precision.h"
+#include "tools/cpu_dispatch.h"
 
 namespace zerotrain::optim::internal {
 

@@ -6,7 +6,6 @@
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
-#include "optim/cpu_dispatch.h"
 #include "optim/fused_adam_cuda.h"
 #include "optim/lamb.h"
 #include "optim/loss_scaler.h"
@@ -15,3 +14,4 @@
 #include "optim/overflow_check.h"
 #include "optim/precision.h"
 #include "optim/sgd.h"
+#include "tools/cpu_dispatch.h"

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "optim/adam.h"
-#include "optim/cpu_dispatch.h"
 #include "optim/parallel.h"
+#include "tools/cpu_dispatch.h"
 
 namespace zerotrain::optim {
 namespace {
@@ -237,6 +237,7 @@ void PrintTargets(const std::vector<Row>& flat, const std::vector<Row>& mixed) {
 }  // namespace zerotrain::optim
 
 int main(int argc, char** argv) {
+  using namespace zerotrain;
   using namespace zerotrain::optim;
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   if (quick) g_runs = 3;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "optim/cpu_dispatch.h"
 #include "optim/precision.h"
+#include "tools/cpu_dispatch.h"
 
 namespace zerotrain::optim::testing {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "optim/cpu_dispatch.h"
 #include "optim/sgd.h"
+#include "tools/cpu_dispatch.h"
 
 namespace zerotrain::optim {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "optim/cpu_dispatch.h"
 #include "optim/precision.h"
+#include "tools/cpu_dispatch.h"
 
 namespace zerotrain::optim {
 

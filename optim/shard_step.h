@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "optim/cpu_dispatch.h"
 #include "optim/kernels.h"
+#include "tools/cpu_dispatch.h"
 
 namespace zerotrain::optim::internal {
 

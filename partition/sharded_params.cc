@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/quantized_all_gather.h"
 #include "offload/memory_roles.h"
 #include "tools/status_macros.h"
 
@@ -45,6 +46,18 @@ absl::StatusOr<std::unique_ptr<ShardedParams>> ShardedParams::Create(
                                                             bucket_numel, segment_starts, numels));
   std::unique_ptr<ShardedParams> s(new ShardedParams(group, options));
   s->flat_ = std::make_unique<FlatParams>(std::move(flat));
+  const int k = options.hpz_partition_size;
+  if (k > 1) {
+    if (group->world_size() % k != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("zero_hpz_partition_size = ", k, " must divide the world size (",
+                       group->world_size(), " ranks): hpZ's secondary copy is sharded over ",
+                       "groups of that many consecutive ranks"));
+    }
+    std::vector<int> members;
+    for (int r = group->rank() / k * k; r < (group->rank() / k + 1) * k; ++r) members.push_back(r);
+    ZT_ASSIGN_OR_RETURN(s->secondary_group_, group->CreateSubgroup(members));
+  }
   absl::Status local;
   try {
     local = s->Init(params, init, shard_options);
@@ -219,13 +232,31 @@ void ShardedParams::CloseWindow() {
   if (--windows_ == 0) SetShapes(false);
 }
 
-void ShardedParams::StartGather(int segment, bool prefetch) {
+void ShardedParams::StartGather(int segment, bool prefetch, bool exact) {
   offload::MemoryRoleScope role(offload::MemoryRole::kGatheredParameters);
   Segment& seg = segments_[segment];
   const ShardLayout& layout = flat_->layout();
   const int64_t part_begin = seg.begin / layout.world_size();
   const int64_t part_numel = seg.numel / layout.world_size();
   seg.buffer = at::empty({seg.numel}, flat_->options());
+  if (seg.secondary.defined() && !exact) {
+    // hpZ: the node's ranks hold the segment between them; nothing leaves the node.
+    const int k = options_.hpz_partition_size;
+    for (int b = layout.SegmentFirstBucket(segment); b < layout.SegmentEndBucket(segment); ++b) {
+      const LayoutBucket& bucket = layout.buckets()[b];
+      seg.works.push_back(secondary_group_->AllGatherAsync(
+          seg.secondary.narrow(0, (bucket.begin - seg.begin) / k, bucket.numel / k),
+          seg.buffer.narrow(0, bucket.begin - seg.begin, bucket.numel)));
+    }
+    seg.quantized = false;  // whatever the secondary holds was already counted as such
+    seg.state = State::kInFlight;
+    stats_.live_numel += seg.numel;
+    stats_.peak_live_numel = std::max(stats_.peak_live_numel, stats_.live_numel);
+    ++stats_.gathers;
+    ++stats_.secondary_gathers;
+    if (prefetch) ++stats_.prefetches;
+    return;
+  }
   absl::StatusOr<at::Tensor> part = shard_->Read(part_begin, part_numel);
   // A part in host memory (offload_param) under a model on a device goes onto the device first,
   // on the transfer stream; the gather is launched from that stream (below), so it follows the
@@ -255,12 +286,15 @@ void ShardedParams::StartGather(int segment, bool prefetch) {
                                     "'s submodule from its shard: ", part.status().message()));
     }
   }
+  seg.quantized = options_.quantize_weights && !exact;
+  seg.keep_secondary = secondary_group_ != nullptr && !exact;
   auto launch = [&] {
     for (int k = layout.SegmentFirstBucket(segment); k < layout.SegmentEndBucket(segment); ++k) {
       const LayoutBucket& b = layout.buckets()[k];
-      seg.works.push_back(
-          group_->AllGatherAsync(seg.input.narrow(0, b.shard_offset - part_begin, b.slice),
-                                 seg.buffer.narrow(0, b.begin - seg.begin, b.numel)));
+      at::Tensor in = seg.input.narrow(0, b.shard_offset - part_begin, b.slice);
+      at::Tensor out = seg.buffer.narrow(0, b.begin - seg.begin, b.numel);
+      seg.works.push_back(seg.quantized ? comm::QuantizedAllGatherAsync(*group_, in, out)
+                                        : group_->AllGatherAsync(in, out));
     }
   };
   if (staged) {
@@ -303,6 +337,7 @@ absl::Status ShardedParams::Finish(int segment) {
     }
     return failed_;
   }
+  if (seg.keep_secondary) KeepSecondary(seg, segment);
   auto* base = static_cast<char*>(seg.buffer.data_ptr());
   const int64_t elem = seg.buffer.element_size();
   const ShardLayout& layout = flat_->layout();
@@ -358,6 +393,8 @@ absl::Status ShardedParams::Release(int segment) {
   }
   seg.buffer = at::Tensor();
   seg.state = State::kReleased;
+  seg.quantized = false;
+  seg.keep_secondary = false;
   stats_.live_numel -= seg.numel;
   if (!s.ok() && failed_.ok()) failed_ = s;
   return s;
@@ -476,6 +513,7 @@ absl::Status ShardedParams::Refresh() {
   // a fresh shard (a loaded checkpoint) starts over: an earlier failure to read one is not kept.
   (void)EndIteration();
   failed_ = absl::OkStatus();
+  for (Segment& seg : segments_) DropSecondary(seg);
   offload::MemoryRoleScope role(offload::MemoryRole::kGatheredParameters);
   // One all-gather for all persistent buckets (they are small and many: one per LayerNorm):
   // this rank's slices packed end to end, gathered, and unpacked per rank into each bucket.
@@ -560,9 +598,12 @@ absl::Status ShardedParams::Pin(const std::vector<int>& params) {
   }
   for (int s : segs) ++segments_[s].pins;
   for (int s : segs) {
+    // A segment the forward gathered through INT8 blocks is gathered again, exactly: a pinned
+    // parameter may be written back into the shard.
+    if (segments_[s].quantized && segments_[s].pins == 1) ZT_RETURN_IF_ERROR(Release(s));
     if (segments_[s].state != State::kReleased) continue;
     ZT_RETURN_IF_ERROR(MakeRoom(segments_[s].numel, segs));
-    StartGather(s, /*prefetch=*/false);
+    StartGather(s, /*prefetch=*/false, /*exact=*/true);
   }
   for (int s : segs) ZT_RETURN_IF_ERROR(Finish(s));
   SkipGatherOnUse skip;
@@ -591,7 +632,8 @@ void ShardedParams::Unpin(const std::vector<int>& params) {
 }
 
 absl::Status ShardedParams::WriteBack(int param) {
-  const Segment& seg = segments_[segment_of_[param]];
+  Segment& seg = segments_[segment_of_[param]];
+  DropSecondary(seg);  // the shard changes under it
   if (seg.state != State::kResident) {
     return absl::FailedPreconditionError(
         absl::StrCat("ZeRO stage 3: write-back of ", Describe(param), ", which is not gathered"));
@@ -612,6 +654,35 @@ absl::Status ShardedParams::WriteBack(int param) {
                                             e.what_without_backtrace()));
   }
   return absl::OkStatus();
+}
+
+void ShardedParams::KeepSecondary(Segment& seg, int segment) {
+  seg.keep_secondary = false;
+  if (seg.secondary.defined()) return;
+  const ShardLayout& layout = flat_->layout();
+  const int k = options_.hpz_partition_size;
+  const int j = secondary_group_->rank();
+  seg.secondary = at::empty({seg.numel / k}, flat_->options());
+  for (int b = layout.SegmentFirstBucket(segment); b < layout.SegmentEndBucket(segment); ++b) {
+    const LayoutBucket& bucket = layout.buckets()[b];
+    const int64_t piece = bucket.numel / k;
+    seg.secondary.narrow(0, (bucket.begin - seg.begin) / k, piece)
+        .copy_(seg.buffer.narrow(0, bucket.begin - seg.begin + j * piece, piece));
+  }
+  stats_.secondary_numel += seg.numel / k;
+}
+
+void ShardedParams::DropSecondary(Segment& seg) {
+  if (!seg.secondary.defined()) return;
+  stats_.secondary_numel -= seg.secondary.numel();
+  seg.secondary = at::Tensor();
+}
+
+int64_t ShardedParams::secondary_capacity_numel() const {
+  if (secondary_group_ == nullptr) return 0;
+  int64_t n = 0;
+  for (const Segment& seg : segments_) n += seg.persistent ? 0 : seg.numel;
+  return n / options_.hpz_partition_size;
 }
 
 }  // namespace zerotrain::partition

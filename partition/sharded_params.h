@@ -40,8 +40,10 @@ struct GatherStats {
   int64_t live_numel = 0;       // gathered elements of non-persistent segments, now
   int64_t peak_live_numel = 0;  // the most at once since ResetPeak()
   int64_t persistent_numel = 0;
-  int64_t gathers = 0;     // segment gathers started
-  int64_t prefetches = 0;  // of which ahead of use
+  int64_t gathers = 0;            // segment gathers started
+  int64_t prefetches = 0;         // of which ahead of use
+  int64_t secondary_gathers = 0;  // of which from hpZ's secondary copy, within the node
+  int64_t secondary_numel = 0;    // hpZ's secondary copies held now
   int64_t order_departures = 0;
   double wait_seconds = 0;  // blocked on gathers
 };
@@ -66,6 +68,8 @@ class ShardedParams : public GatherOnUseOwner {
   int SegmentOf(int param) const { return segment_of_[param]; }
   const std::vector<int64_t>& FullShape(int param) const { return shapes_[param]; }
   GatherStats stats() const { return stats_; }
+  // hpZ's secondary copies at their largest: 1/k of every gathered (non-persistent) segment.
+  int64_t secondary_capacity_numel() const;
   void ResetPeak() { stats_.peak_live_numel = stats_.live_numel; }
   bool in_iteration() const { return current_ >= 0; }  // a segment was used since EndIteration
 
@@ -103,6 +107,11 @@ class ShardedParams : public GatherOnUseOwner {
     at::Tensor host_input;
     offload::Fence staged;
     std::vector<comm::Work> works;
+    bool quantized = false;  // gathered through INT8 blocks: the values are not the shard's
+    // hpZ: this rank's 1/k of the segment as last gathered from the shard, bucket by bucket;
+    // undefined until then and after the shard changes.
+    at::Tensor secondary;
+    bool keep_secondary = false;  // the gather in flight is from the shard: keep 1/k of it
     int pins = 0;
   };
 
@@ -117,8 +126,9 @@ class ShardedParams : public GatherOnUseOwner {
   // (then released, so they are never all held twice) or this rank's pieces of the full values.
   absl::Status FillSegment(int s, const NamedTensors& params, ShardedInit* init, at::Tensor dst);
   // A shard that cannot be read (an NVMe fault) still launches the gathers, with zeros, so the
-  // ranks' collectives stay paired; the error is kept in failed_ and returned by Finish.
-  void StartGather(int segment, bool prefetch);
+  // ranks' collectives stay paired; the error is kept in failed_ and returned by Finish. `exact`
+  // gathers in full precision even under quantize_weights (GatheredParameters).
+  void StartGather(int segment, bool prefetch, bool exact = false);
   // Waits for its gather (on the device stream where the backend has one: the host checks are
   // made at EndIteration) and points its parameters into it.
   absl::Status Finish(int segment);
@@ -134,8 +144,12 @@ class ShardedParams : public GatherOnUseOwner {
   void SetShapes(bool full);
   bool Readable(int segment) const;
   std::string Describe(int param) const;
+  // hpZ: copies this rank's 1/k of a freshly gathered segment into its secondary.
+  void KeepSecondary(Segment& seg, int segment);
+  void DropSecondary(Segment& seg);
 
   comm::ProcessGroup* group_;
+  std::unique_ptr<comm::ProcessGroup> secondary_group_;  // hpZ: this rank's k consecutive ranks
   Stage3Options options_;
   std::unique_ptr<FlatParams> flat_;
   std::unique_ptr<FetchOrder> order_;

@@ -14,46 +14,10 @@ set -euo pipefail
 
 MAIN=$(realpath "$1")
 TORCHRUN=$(realpath "$2/../../../../bin")/torchrun
-WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/multinode.XXXXXX")
-ID="$$$((RANDOM % 100))"  # unique per run: namespace and interface names (<= 15 chars)
-NS_A="ztmn${ID}a" NS_B="ztmn${ID}b" VETH_A="ztv${ID}a" VETH_B="ztv${ID}b"
 ADDR_A=10.213.0.1 ADDR_B=10.213.0.2
 TIMEOUT_S=5  # run.comm_timeout_s of the link-cut run
-CHILDREN=()
-
-say() { echo "multinode_test: $*"; }
-fail() {
-  say "FAIL: $*"
-  exit 1
-}
-
-cleanup() {
-  local pid ns
-  for pid in "${CHILDREN[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for ns in "$NS_A" "$NS_B"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
-    ip netns del "$ns" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
-
-skip() {
-  say "SKIPPED: $*"
-  exit 0
-}
-
-[ "$(id -u)" -eq 0 ] || skip "needs root to make network namespaces (ip netns add)"
-command -v ip >/dev/null || skip "no 'ip' command (Debian package iproute2; tools/setup.sh)"
-ip netns add "$NS_A" 2>"$WORK/netns.err" || skip "ip netns add failed: $(head -n 1 "$WORK/netns.err")"
-ip netns add "$NS_B"
-ip link add "$VETH_A" type veth peer name "$VETH_B"
-ip link set "$VETH_A" netns "$NS_A"
-ip link set "$VETH_B" netns "$NS_B"
-ip -n "$NS_A" addr add "$ADDR_A/24" dev "$VETH_A"
-ip -n "$NS_B" addr add "$ADDR_B/24" dev "$VETH_B"
-for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_A" link set "$VETH_A" up
-ip -n "$NS_B" link set "$VETH_B" up
+source "$(dirname "$0")/netns.sh"
+make_two_nodes multinode
 
 # A tiny model for a few steps; every run writes <out>/t/metrics.csv from rank 0.
 config() {  # config <name> [extra run fields]
@@ -69,38 +33,6 @@ run { steps: ${STEPS:-4} seed: 1 output_dir: "$out" eval_interval: 0 eval_iters:
       sample_tokens: 0 dist_backend: "gloo" device: "cpu" ${2:-} }
 EOF
   echo "$WORK/$1.pbtxt"
-}
-
-# "step loss" lines of a run's metrics.csv, in step order.
-losses() {
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "loss") c = i; next }
-           c && $c != "" { print $1, $c }' "$WORK/$1/t/metrics.csv" 2>/dev/null
-}
-
-# in_ns <ns> <log> <env...> -- <args...>: //trainer:main in the namespace, in the background.
-in_ns() {
-  local ns=$1 log=$2
-  shift 2
-  local env=()
-  while [ "$1" != "--" ]; do
-    env+=("$1")
-    shift
-  done
-  shift
-  ip netns exec "$ns" env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u SLURM_PROCID \
-    -u GLOO_SOCKET_IFNAME "${env[@]}" ${PROGRAM:-"$MAIN"} "$@" >"$log" 2>&1 &
-  CHILDREN+=($!)
-  LAST=$!
-}
-
-wait_all() {  # wait_all <what> <pids...>: every one must exit 0
-  local what=$1 pid rc
-  shift
-  for pid in "$@"; do
-    rc=0
-    wait "$pid" || rc=$?
-    [ "$rc" -eq 0 ] || fail "$what: a process exited $rc; logs: $(tail -n 3 "$WORK"/*.log)"
-  done
 }
 
 same_losses() {  # same_losses <run>: equal to the 4-rank reference, step by step

@@ -35,15 +35,14 @@ absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
     return Invalid("zero_optimization.offload_param.device", Quoted(pd),
                    "expected none, cpu or nvme");
   }
-  if (z.zero_quantized_weights() || z.zero_quantized_gradients()) {
-    return NotYet(z.zero_quantized_weights() ? "zero_optimization.zero_quantized_weights"
-                                             : "zero_optimization.zero_quantized_gradients",
-                  "true", "ZeRO++ quantized communication is not implemented");
+  // Below stage 3 DeepSpeed reads none of ZeRO++'s keys, and neither does zerotrain.
+  if (z.stage() == 3 && z.zero_quantized_gradients()) {
+    return NotYet("zero_optimization.zero_quantized_gradients", "true",
+                  "ZeRO++ quantized gradients (qgZ) are not implemented");
   }
-  if (z.zero_hpz_partition_size() > 1) {
-    return NotYet("zero_optimization.zero_hpz_partition_size",
-                  absl::StrCat(z.zero_hpz_partition_size()),
-                  "ZeRO++ hierarchical partitioning is not implemented");
+  if (z.zero_hpz_partition_size() < 0) {
+    return Invalid("zero_optimization.zero_hpz_partition_size",
+                   absl::StrCat(z.zero_hpz_partition_size()), "must be at least 0");
   }
   if (z.mics_shard_size() > 0) {
     return NotYet("zero_optimization.mics_shard_size", absl::StrCat(z.mics_shard_size()),
@@ -84,7 +83,7 @@ absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
   return absl::OkStatus();
 }
 
-absl::Status ZeroToEngine(const TrainerConfigProto& c, engine::EngineOptions* e,
+absl::Status ZeroToEngine(const TrainerConfigProto& c, int world, engine::EngineOptions* e,
                           std::vector<std::string>* warnings) {
   const ZeroOptimizationConfig& z = c.zero_optimization();
   if (z.stage() < 0 || z.stage() > 3) {
@@ -106,6 +105,17 @@ absl::Status ZeroToEngine(const TrainerConfigProto& c, engine::EngineOptions* e,
     warnings->push_back(
         "zero_optimization.allgather_partitions = false: ignored; zerotrain "
         "always all-gathers the updated partitions");
+  }
+  if (z.stage() < 3) {
+    for (const auto& [key, on] :
+         {std::pair<const char*, bool>{"zero_quantized_weights", z.zero_quantized_weights()},
+          {"zero_quantized_gradients", z.zero_quantized_gradients()},
+          {"zero_hpz_partition_size", z.zero_hpz_partition_size() > 1}}) {
+      if (!on) continue;
+      warnings->push_back(absl::StrCat("zero_optimization.", key,
+                                       ": ignored below stage 3 (ZeRO++ partitions and "
+                                       "quantizes stage 3's communication; so does DeepSpeed)"));
+    }
   }
   e->stage = z.stage();
   e->overlap_comm = z.has_overlap_comm() ? z.overlap_comm() : z.stage() == 3;
@@ -131,6 +141,15 @@ absl::Status ZeroToEngine(const TrainerConfigProto& c, engine::EngineOptions* e,
     e->stage3.max_reuse_distance = z.stage3_max_reuse_distance();
     e->stage3.persistence_threshold = z.stage3_param_persistence_threshold();
     e->stage3.model_persistence_threshold = z.stage3_model_persistence_threshold();
+    e->stage3.quantize_weights = z.zero_quantized_weights();
+    const int64_t hpz = std::max<int64_t>(1, z.zero_hpz_partition_size());
+    if (hpz > 1 && world % hpz != 0) {
+      return Invalid("zero_optimization.zero_hpz_partition_size", absl::StrCat(hpz),
+                     absl::StrCat("must divide the world size (", world,
+                                  " ranks): hpZ shards its secondary copy over groups of that "
+                                  "many consecutive ranks, one node each"));
+    }
+    e->stage3.hpz_partition_size = static_cast<int>(hpz);
   }
   if (c.gradient_clipping() < 0) {
     return Invalid("gradient_clipping", absl::StrCat(c.gradient_clipping()), "must be >= 0");
@@ -284,7 +303,7 @@ absl::StatusOr<TrainerConfig> ValidateConfig(const TrainerConfigProto& config, i
   out.effective = config;
   FillDefaults(&out.effective);
   ZT_RETURN_IF_ERROR(RejectUnimplemented(config));
-  ZT_RETURN_IF_ERROR(ZeroToEngine(config, &out.engine, warnings));
+  ZT_RETURN_IF_ERROR(ZeroToEngine(config, world_size, &out.engine, warnings));
   out.effective.mutable_zero_optimization()->set_overlap_comm(out.engine.overlap_comm);
   ZT_RETURN_IF_ERROR(OffloadToEngine(config.zero_optimization(), &out.engine, warnings));
   ZT_RETURN_IF_ERROR(ParamOffloadToEngine(config.zero_optimization(), &out.engine));

@@ -628,13 +628,42 @@ TEST(ConfigValidate, UnimplementedFeaturesSayWhichIssue) {
               HasSubstr("n_layer"));
   EXPECT_THAT(Error("prescale_gradients: true", StatusCode::kUnimplemented),
               HasSubstr("prescale_gradients = true"));
-  EXPECT_THAT(
-      Error("zero_optimization { zero_quantized_weights: true }", StatusCode::kUnimplemented),
-      HasSubstr("zero_optimization.zero_quantized_weights"));
+  EXPECT_THAT(Error("zero_optimization { stage: 3 zero_quantized_gradients: true }",
+                    StatusCode::kUnimplemented),
+              HasSubstr("zero_optimization.zero_quantized_gradients = true"));
+  EXPECT_THAT(Error("zero_optimization { stage: 3 zero_hpz_partition_size: 3 }"),
+              HasSubstr("zero_optimization.zero_hpz_partition_size = 3: must divide the world "
+                        "size (2 ranks)"));
+  EXPECT_THAT(Error("zero_optimization { zero_hpz_partition_size: -1 }"),
+              HasSubstr("zero_optimization.zero_hpz_partition_size = -1: must be at least 0"));
   EXPECT_THAT(Error("fp16 { fp16_master_weights_and_grads: true }", StatusCode::kUnimplemented),
               HasSubstr("fp16.fp16_master_weights_and_grads"));
   // Stage-3-only keys are ignored below stage 3, as DeepSpeed does.
   EXPECT_TRUE(Validate("zero_optimization { stage: 2 stage3_max_live_parameters: 10 }").ok());
+}
+
+// ZeRO++'s keys: the quantized weight gather at stage 3; below stage 3 DeepSpeed reads none of
+// them, and zerotrain says so.
+TEST(ConfigValidateTest, ZeroPlusPlusKeys) {
+  EXPECT_TRUE(Valid("zero_optimization { stage: 3 zero_quantized_weights: true }")
+                  .engine.stage3.quantize_weights);
+  EXPECT_FALSE(Valid("zero_optimization { stage: 3 }").engine.stage3.quantize_weights);
+  EXPECT_EQ(Valid("zero_optimization { stage: 3 zero_hpz_partition_size: 2 }")
+                .engine.stage3.hpz_partition_size,
+            2);
+  EXPECT_EQ(Valid("zero_optimization { stage: 3 zero_hpz_partition_size: 0 }")
+                .engine.stage3.hpz_partition_size,
+            1);
+  std::vector<std::string> warnings;
+  const TrainerConfig c = Valid(
+      "zero_optimization { stage: 2 zero_quantized_weights: true zero_quantized_gradients: true "
+      "zero_hpz_partition_size: 4 }",
+      &warnings);
+  EXPECT_FALSE(c.engine.stage3.quantize_weights);
+  ASSERT_EQ(warnings.size(), 3u);
+  EXPECT_THAT(warnings[0], HasSubstr("zero_optimization.zero_quantized_weights: ignored below "
+                                     "stage 3"));
+  EXPECT_THAT(warnings[2], HasSubstr("zero_optimization.zero_hpz_partition_size"));
 }
 
 // DeepSpeed 0.19.8's bf16 master weights and optimizer states: its checks, in its words, and

@@ -1,23 +1,23 @@
-// ResolveSimdPath: auto picks the widest supported path, ZT_OPTIM_SIMD overrides it, and a
+// ResolveSimdPath: auto picks the widest supported path, ZT_SIMD overrides it, and a
 // forced path the processor lacks is an error rather than a silent fallback.
-#include "optim/cpu_dispatch.h"
+#include "tools/cpu_dispatch.h"
 
 #include <cstdlib>
 
 #include "gtest/gtest.h"
 
-namespace zerotrain::optim {
+namespace zerotrain {
 namespace {
 
 class ScopedEnv {
  public:
   explicit ScopedEnv(const char* value) {
     if (value)
-      setenv("ZT_OPTIM_SIMD", value, 1);
+      setenv("ZT_SIMD", value, 1);
     else
-      unsetenv("ZT_OPTIM_SIMD");
+      unsetenv("ZT_SIMD");
   }
-  ~ScopedEnv() { unsetenv("ZT_OPTIM_SIMD"); }
+  ~ScopedEnv() { unsetenv("ZT_SIMD"); }
 };
 
 TEST(CpuDispatchTest, AutoTakesTheWidestSupportedPath) {
@@ -46,7 +46,7 @@ TEST(CpuDispatchTest, BadEnvironmentValueIsAnError) {
   ScopedEnv env("sse9");
   absl::StatusOr<SimdPath> path = ResolveSimdPath(SimdPath::kAuto);
   ASSERT_FALSE(path.ok());
-  EXPECT_NE(path.status().message().find("ZT_OPTIM_SIMD = 'sse9'"), std::string::npos);
+  EXPECT_NE(path.status().message().find("ZT_SIMD = 'sse9'"), std::string::npos);
 }
 
 TEST(CpuDispatchTest, ForcingAnUnsupportedPathFails) {
@@ -66,4 +66,4 @@ TEST(CpuDispatchTest, ThreadCount) {
 }
 
 }  // namespace
-}  // namespace zerotrain::optim
+}  // namespace zerotrain

@@ -1,5 +1,5 @@
-// Run-time detection of AVX2/AVX-512 and the ZT_OPTIM_SIMD override.
-#include "optim/cpu_dispatch.h"
+// Run-time detection of AVX2/AVX-512 and the ZT_SIMD override.
+#include "tools/cpu_dispatch.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace zerotrain::optim {
+namespace zerotrain {
 
 const char* SimdPathName(SimdPath path) {
   switch (path) {
@@ -58,13 +58,13 @@ static absl::StatusOr<SimdPath> PathFromEnvironment(const char* value) {
     if (std::strcmp(value, SimdPathName(p)) == 0) return p;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("ZT_OPTIM_SIMD = '", value, "' is not one of scalar, avx2, avx512"));
+      absl::StrCat("ZT_SIMD = '", value, "' is not one of scalar, avx2, avx512"));
 }
 
 absl::StatusOr<SimdPath> ResolveSimdPath(SimdPath requested) {
   SimdPath path = requested;
   if (path == SimdPath::kAuto) {
-    const char* env = std::getenv("ZT_OPTIM_SIMD");
+    const char* env = std::getenv("ZT_SIMD");
     if (env != nullptr && env[0] != '\0') {
       absl::StatusOr<SimdPath> from_env = PathFromEnvironment(env);
       if (!from_env.ok()) return from_env.status();
@@ -86,4 +86,4 @@ int ResolveThreadCount(int requested) {
   return cores == 0 ? 1 : static_cast<int>(cores);
 }
 
-}  // namespace zerotrain::optim
+}  // namespace zerotrain
