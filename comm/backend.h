@@ -56,6 +56,12 @@ class Backend {
   // Whether ReduceScatter is an all-reduce of a full copy of its input (c10d's Gloo): a caller
   // whose input is scratch then saves that copy, and the output buffer, by all-reducing in place.
   virtual bool reduce_scatter_copies_input() const { return false; }
+  // input.numel() == output.numel(), a multiple of world_size: block j of the input goes to rank
+  // j, block r of the output comes from rank r. By default an all-gather of every input, of
+  // which each rank keeps its blocks: world_size times the bytes, for transports that move bytes
+  // cheaply (shared memory) or have no exchange of their own.
+  virtual absl::StatusOr<Transfer> AllToAll(at::Tensor& input, at::Tensor& output, int rank,
+                                            int world_size);
   virtual absl::StatusOr<Transfer> Broadcast(at::Tensor& tensor, int root) = 0;
   virtual absl::StatusOr<Transfer> Barrier() = 0;
 };

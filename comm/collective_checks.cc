@@ -114,6 +114,15 @@ absl::Status CheckOne(ProcessGroup& g, at::ScalarType dtype, int64_t n) {
         "all_gather into rows " + tag));
   }
 
+  // All-to-all over shard * w elements: block r of the output is block `me` of rank r's input.
+  const int64_t nw = shard * w;
+  in = Fill(nw, dtype, [&](int64_t i) { return Input(me, i); });
+  out = at::full({nw}, -1, at::TensorOptions().dtype(dtype).device(g_device));
+  ZT_RETURN_IF_ERROR(g.AllToAll(in, out));
+  ZT_RETURN_IF_ERROR(Expect(
+      out, [&](int64_t i) { return Input(static_cast<int>(i / shard), me * shard + i % shard); },
+      "all_to_all " + tag));
+
   const int root = w - 1;
   t = me == root ? Fill(n, dtype, [&](int64_t i) { return Input(root, i); })
                  : at::zeros({n}, at::TensorOptions().dtype(dtype).device(g_device));

@@ -152,6 +152,30 @@ Work ProcessGroup::AllGatherAsync(at::Tensor shard, at::Tensor output) {
       std::move(after));
 }
 
+Work ProcessGroup::AllToAllAsync(at::Tensor input, at::Tensor output) {
+  const int64_t n = input.defined() ? input.numel() : 0;
+  const OpDesc desc = NextOp(CollectiveKind::kAllToAll, DtypeOf(input), n, ReduceOp::kSum, 0);
+  absl::Status valid = CheckTensor(input, "all_to_all input");
+  if (valid.ok()) valid = CheckTensor(output, "all_to_all output");
+  if (valid.ok() && (output.scalar_type() != input.scalar_type() || output.numel() != n ||
+                     n % world_size_ != 0)) {
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("all_to_all input (", n, " x ", c10::toString(input.scalar_type()),
+                     ") and output (", output.numel(), " x ", c10::toString(output.scalar_type()),
+                     ") must have one dtype and one numel, a multiple of ", world_size_));
+  }
+  std::vector<Work::Step> after;
+  at::Tensor send, recv;
+  if (valid.ok()) {
+    send = Staged(input.view({-1}), /*copy_back=*/false, nullptr);
+    recv = Staged(output.view({-1}), /*copy_back=*/true, &after);
+  }
+  return Issue(
+      desc, valid,
+      [this, send, recv]() mutable { return backend_->AllToAll(send, recv, rank_, world_size_); },
+      std::move(after));
+}
+
 Work ProcessGroup::BroadcastAsync(at::Tensor tensor, int root) {
   const OpDesc desc = NextOp(CollectiveKind::kBroadcast, DtypeOf(tensor),
                              tensor.defined() ? tensor.numel() : 0, ReduceOp::kSum, root);
@@ -181,6 +205,9 @@ absl::Status ProcessGroup::ReduceScatter(at::Tensor input, at::Tensor output, Re
 }
 absl::Status ProcessGroup::AllGather(at::Tensor shard, at::Tensor output) {
   return AllGatherAsync(std::move(shard), std::move(output)).Wait();
+}
+absl::Status ProcessGroup::AllToAll(at::Tensor input, at::Tensor output) {
+  return AllToAllAsync(std::move(input), std::move(output)).Wait();
 }
 absl::Status ProcessGroup::Broadcast(at::Tensor tensor, int root) {
   return BroadcastAsync(std::move(tensor), root).Wait();

@@ -16,6 +16,7 @@ double BusBandwidthFactor(CollectiveKind kind, int world_size) {
       return n > 1 ? 2.0 * (n - 1) / n : 0.0;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllToAll:
       return (n - 1) / n;
     case CollectiveKind::kBroadcast:
       return 1.0;
@@ -35,6 +36,7 @@ WireBytes ReceivedBytes(CollectiveKind kind, int64_t bytes, int world_size, int 
   switch (kind) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
       return {piece * (world_size - 1), piece * remote_peers};
     case CollectiveKind::kAllReduce:
       return {2 * piece * (world_size - 1), 2 * piece * remote_peers};
@@ -132,7 +134,8 @@ void CommLog::Clear() {
 std::vector<CollectiveKind> ReportedOps(const CommReportOptions& options) {
   using K = CollectiveKind;
   std::vector<K> out;
-  for (K k : {K::kAllReduce, K::kReduceScatter, K::kAllGather, K::kBroadcast, K::kBarrier}) {
+  for (K k : {K::kAllReduce, K::kReduceScatter, K::kAllGather, K::kAllToAll, K::kBroadcast,
+              K::kBarrier}) {
     const auto& names = options.prof_ops;
     const bool listed = std::find(names.begin(), names.end(), CollectiveName(k)) != names.end();
     if (options.prof_all || listed) out.push_back(k);

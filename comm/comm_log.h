@@ -24,8 +24,9 @@ double BusBandwidthFactor(CollectiveKind kind, int world_size);
 // What one call of an op brings into this rank from its peers: the payload the op's algorithm
 // must receive at the least, whatever route the transport takes (a ring relays more through
 // each rank, but the same amount crosses each node boundary), and how much of it comes from ranks
-// on other nodes. Per call: an all-gather or reduce-scatter of `bytes` (the full buffer) receives
-// bytes/n from each peer, an all-reduce twice that, a broadcast `bytes` from its root.
+// on other nodes. Per call: an all-gather, reduce-scatter or all-to-all of `bytes` (the full
+// buffer) receives bytes/n from each peer, an all-reduce twice that, a broadcast `bytes` from its
+// root.
 struct WireBytes {
   int64_t received = 0;
   int64_t inter_node = 0;
@@ -81,7 +82,8 @@ class CommLog {
 std::string OpLine(const OpStats& op);
 
 // What a run reports of its log, as DeepSpeed's comms_logger says: every op (prof_all), or those
-// prof_ops names (all_reduce, reduce_scatter, all_gather, broadcast, barrier); with verbose, a
+// prof_ops names (all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, barrier); with
+// verbose, a
 // line per op as it completes. //trainer:main and the Python front end report through these.
 struct CommReportOptions {
   bool verbose = false;

@@ -69,6 +69,13 @@ class GlooBackend : public Backend {
     return Launch([&] { return pg_->_allgather_base(output, input); });
   }
 
+  absl::StatusOr<Transfer> AllToAll(at::Tensor& input, at::Tensor& output, int, int) override {
+    return Launch([&] {
+      std::vector<int64_t> equal_splits;  // empty: equal blocks
+      return pg_->alltoall_base(output, input, equal_splits, equal_splits);
+    });
+  }
+
   absl::StatusOr<Transfer> Broadcast(at::Tensor& tensor, int root) override {
     return Launch([&] {
       std::vector<at::Tensor> tensors{tensor};

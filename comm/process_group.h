@@ -115,12 +115,18 @@ class ProcessGroup {
   // directly where the transport can (shm), through one m * world_size temporary otherwise.
   // `shard` may be this rank's own part of `output` (in place).
   Work AllGatherAsync(at::Tensor shard, at::Tensor output);
+  // `input` and `output` have the same numel, a multiple of world_size, and one dtype: block j of
+  // this rank's input lands in block rank() of rank j's output (DeepSpeed's all_to_all_single
+  // with equal splits). Over Gloo an exchange of its own; over shared memory and NCCL an
+  // all-gather of which each rank keeps its blocks (world_size times the bytes).
+  Work AllToAllAsync(at::Tensor input, at::Tensor output);
   Work BroadcastAsync(at::Tensor tensor, int root);
   Work BarrierAsync();
 
   absl::Status AllReduce(at::Tensor tensor, ReduceOp op);
   absl::Status ReduceScatter(at::Tensor input, at::Tensor output, ReduceOp op);
   absl::Status AllGather(at::Tensor shard, at::Tensor output);
+  absl::Status AllToAll(at::Tensor input, at::Tensor output);
   absl::Status Broadcast(at::Tensor tensor, int root);
   absl::Status Barrier();
 

@@ -2,9 +2,9 @@
 // quantized weight gather (qwZ). Each rank quantizes its shard (comm/int8_blocks.h: blocks of at
 // most 8000 elements, one fp32 scale each), the ranks all-gather the bytes, and each dequantizes
 // every rank's part, its own included, into the output, so every rank holds the same values.
-// Only the wire is quantized: the shard itself is not changed. On the wire a shard of m elements
-// costs m + 4 * ceil(m / block) bytes instead of m * element_size (about 26% of fp32, 51% of
-// bf16). The op log records it as an all-gather of those bytes.
+// Only the wire is quantized: the shard itself is not changed. On the wire (int8_parts.h) a shard
+// of m elements costs m + 4 * ceil(m / block) bytes instead of m * element_size (about 26% of
+// fp32, 51% of bf16). The op log records it as an all-gather of those bytes.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -34,13 +34,5 @@ absl::Status QuantizedAllGather(ProcessGroup& group, at::Tensor shard, at::Tenso
 // The bytes one rank's shard of `shard_numel` elements occupies on the wire (rounded up to 4,
 // so every rank's scales stay aligned).
 int64_t QuantizedShardBytes(int64_t shard_numel);
-
-namespace internal {
-// The device form of one rank's part (ATen operations), exposed so the CPU tests can hold it to
-// the kernels: x (m elements) into `part` (QuantizedShardBytes(m) bytes), and back into `out`
-// (its first `valid` elements).
-void QuantizePartWithAtenOps(const at::Tensor& x, at::Tensor part);
-void DequantizePartWithAtenOps(const at::Tensor& part, int64_t shard_numel, at::Tensor out);
-}  // namespace internal
 
 }  // namespace zerotrain::comm

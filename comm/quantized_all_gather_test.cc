@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/int8_blocks.h"
+#include "comm/int8_parts.h"
 #include "comm/testing.h"
 #include "gtest/gtest.h"
 #include "tests/spawn_ranks.h"

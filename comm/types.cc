@@ -19,6 +19,8 @@ const char* CollectiveName(CollectiveKind kind) {
       return "broadcast";
     case CollectiveKind::kBarrier:
       return "barrier";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
   }
   return "unknown";
 }
@@ -61,6 +63,7 @@ std::string Describe(const OpDesc& op) {
       what = absl::StrFormat(" (root %d, %d x %s)", op.root, op.numel, c10::toString(op.dtype));
       break;
     case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllToAll:
       what = absl::StrFormat(" (%d x %s)", op.numel, c10::toString(op.dtype));
       break;
     default:

@@ -12,7 +12,14 @@ namespace zerotrain::comm {
 
 enum class ReduceOp { kSum, kAvg, kMax };
 
-enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+enum class CollectiveKind {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kBarrier,
+  kAllToAll
+};
 
 const char* CollectiveName(CollectiveKind kind);
 const char* ReduceOpName(ReduceOp op);

@@ -205,6 +205,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(ModelTensors model,
     e->grad_sink_ = std::make_unique<StoreGradSink>();
     ro.grad_sink = e->grad_sink_.get();
   }
+  if (options.quantize_gradients) {
+    auto split = comm::SplitByNode(*group);
+    ZT_RETURN_IF_ERROR(e->AgreeAllOk(split.status(), where));
+    e->node_groups_ = *std::move(split);
+    ro.quantized = e->node_groups_.view();
+  }
   ZT_ASSIGN_OR_RETURN(e->reducer_,
                       partition::GradientReducer::Create(group, &e->flat_params(), ro));
   std::unique_ptr<ShardOptimizer> optimizer = MakeShardOptimizer(options);

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
+#include "comm/quantized_reduce_scatter.h"
 #include "engine/device_runtime.h"
 #include "engine/engine_options.h"
 #include "engine/model_state.h"
@@ -246,6 +247,7 @@ class Engine {
   std::unordered_map<const void*, int> param_index_;  // TensorImpl -> parameter
   // offload_optimizer nvme: where the reducer puts the gradients (the state store); outlives it.
   std::unique_ptr<StoreGradSink> grad_sink_;
+  comm::NodeGroups node_groups_;  // quantize_gradients: the reducer's two groups
   std::unique_ptr<partition::GradientReducer> reducer_;
   std::unique_ptr<optim::LossScaler> scaler_;
   std::unique_ptr<optim::LrSchedule> schedule_;  // options_.lr_schedule; null = constant lr

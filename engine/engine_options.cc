@@ -101,6 +101,10 @@ absl::Status ValidateEngineOptions(const EngineOptions& o) {
                                                    OffloadDeviceName(o.offload_param.device),
                                                    " needs ZeRO stage 3 (stage is ", o.stage, ")"));
   }
+  if (o.quantize_gradients && o.stage != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantize_gradients (ZeRO++ qgZ) needs ZeRO stage 3 (stage is ", o.stage, ")"));
+  }
   if (!o.device.is_cpu() && !o.device.is_cuda()) {
     return absl::InvalidArgumentError(
         absl::StrCat("device ", o.device.str(), " (the engine runs on cpu or cuda)"));
@@ -215,7 +219,8 @@ Fingerprint MakeFingerprint(const EngineOptions& o, const BatchSizes& batch,
     absl::StrAppend(&options, " s3=", o.stage3.prefetch_numel, "/", o.stage3.max_live_numel, "/",
                     o.stage3.max_reuse_distance, "/", o.stage3.persistence_threshold, "/",
                     o.stage3.model_persistence_threshold, " qw=", o.stage3.quantize_weights,
-                    " hpz=", o.stage3.hpz_partition_size, " init=", o.sharded_init != nullptr);
+                    " qg=", o.quantize_gradients, " hpz=", o.stage3.hpz_partition_size,
+                    " init=", o.sharded_init != nullptr);
   }
   std::string names, shapes, dtypes;
   for (const ParamSignature& p : params) {

@@ -143,6 +143,10 @@ struct EngineOptions {
   int64_t allgather_bucket_size = 500000000;  // elements in flight during the parameter all-gather
   bool ignore_unused_parameters = false;
   partition::Stage3Options stage3;  // stage 3 only
+  // zero_quantized_gradients (ZeRO++ qgZ), stage 3: gradients are averaged by a two-level INT8
+  // all-to-all (within each node, then across nodes; comm/quantized_reduce_scatter.h) instead of
+  // a reduce-scatter. Needs the same number of ranks on every node, numbered node by node.
+  bool quantize_gradients = false;
   // Stages 1-3. The optimizer steps its shard one sub-group of sub_group_size elements at a time
   // (whatever the device, so every device takes the same steps); with kNvme that is the unit
   // swapped in and out.

@@ -4,8 +4,8 @@
 // bytes on the wire cut to under 30% (fp32) or 56% (bf16; the rest is one fp32 scale per block
 // and small submodules' padding) as the op log counts them, and GatheredParameters still exact.
 // The secondary partition (hpZ) on 4 ranks in pairs: bitwise plain stage 3, the gathers after
-// the first of each step within the pair, its copy in the model-state bytes; both together within
-// 1% of plain stage 3.
+// the first of each step within the pair, its copy in the model-state bytes. The quantized
+// gradients (qgZ), and qwZ + hpZ, and all three: within 1% of plain stage 3.
 #include <torch/types.h>
 
 #include <cmath>
@@ -68,6 +68,22 @@ absl::StatusOr<std::vector<double>> Train(Engine& engine, testing::TestNet& net,
   return losses;
 }
 
+absl::Status WithinOnePercent(const std::string& name, const std::vector<double>& got,
+                              const std::vector<double>& want) {
+  bool any_different = false;
+  for (size_t s = 0; s < want.size(); ++s) {
+    any_different |= got[s] != want[s];
+    if (std::fabs(got[s] - want[s]) > 0.01 * std::fabs(want[s])) {
+      return absl::InternalError(absl::StrCat(name, ": step ", s, " loss ", got[s],
+                                              " is more than 1% from plain stage 3's ", want[s]));
+    }
+  }
+  if (!any_different) {
+    return absl::InternalError(name + ": every loss equals plain stage 3's: nothing quantized");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> QuantizedAgainstPlain(Precision precision, double max_wire_ratio) {
   comm::GroupOptions go;
   go.log_ops = true;
@@ -85,17 +101,7 @@ absl::StatusOr<std::string> QuantizedAgainstPlain(Precision precision, double ma
   int64_t plain_bytes = 0, q_bytes = 0;
   ZT_ASSIGN_OR_RETURN(auto want, Train(*plain, *plain_net, *group, &plain_bytes));
   ZT_ASSIGN_OR_RETURN(auto got, Train(*q, *q_net, *group, &q_bytes));
-  bool any_different = false;
-  for (int s = 0; s < kSteps; ++s) {
-    any_different |= got[s] != want[s];
-    if (std::fabs(got[s] - want[s]) > 0.01 * std::fabs(want[s])) {
-      return absl::InternalError(absl::StrCat(name, ": step ", s, " loss ", got[s],
-                                              " is more than 1% from plain stage 3's ", want[s]));
-    }
-  }
-  if (!any_different) {
-    return absl::InternalError(name + ": every loss equals plain stage 3's: nothing quantized");
-  }
+  ZT_RETURN_IF_ERROR(WithinOnePercent(name, got, want));
   const double ratio = static_cast<double>(q_bytes) / static_cast<double>(plain_bytes);
   if (plain_bytes == 0 || ratio > max_wire_ratio) {
     return absl::InternalError(absl::StrCat(name, ": all-gather bytes ", q_bytes, " against ",
@@ -107,8 +113,9 @@ absl::StatusOr<std::string> QuantizedAgainstPlain(Precision precision, double ma
 
 // hpZ over pairs of 4 ranks: bitwise plain stage 3 (losses and parameters), every gather that
 // is not the first after a step comes from the pair, the secondary copy is counted in the model
-// states; with qwZ as well, within 1% of plain stage 3.
-absl::StatusOr<std::string> SecondaryAgainstPlain() {
+// states; with qwZ as well, qgZ alone, and all three, within 1% of plain stage 3 (qgZ replacing
+// every gradient all-reduce by its all-to-all).
+absl::StatusOr<std::string> PartsAgainstPlain() {
   comm::GroupOptions go;
   go.log_ops = true;
   ZT_ASSIGN_OR_RETURN(auto group, testing::JoinGroupFromEnv(go));
@@ -150,18 +157,33 @@ absl::StatusOr<std::string> SecondaryAgainstPlain() {
                                             hpz->formula_bytes(), "; padded ", padded));
   }
   ZT_ASSIGN_OR_RETURN(auto mixed, Train(*both, *both_net, *group, &bytes));
-  for (int s = 0; s < kSteps; ++s) {
-    if (std::fabs(mixed[s] - want[s]) > 0.01 * std::fabs(want[s])) {
-      return absl::InternalError(absl::StrCat("qwZ + hpZ: step ", s, " loss ", mixed[s],
-                                              " is more than 1% from plain's ", want[s]));
+  ZT_RETURN_IF_ERROR(WithinOnePercent("qwZ + hpZ", mixed, want));
+  // qgZ (one node here: its exchange is the node's all-to-all), alone and with both others.
+  EngineOptions qg = Stage3(p, false);
+  qg.quantize_gradients = true;
+  EngineOptions all = Stage3(p, true, 2);
+  all.quantize_gradients = true;
+  for (const auto& [name, o] : {std::pair<const char*, EngineOptions>{"qgZ", qg}, {"all", all}}) {
+    auto net = testing::MakeNet(ModelKind::kTransformer);
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group.get()));
+    ZT_ASSIGN_OR_RETURN(auto losses, Train(*engine, *net, *group, &bytes));
+    ZT_RETURN_IF_ERROR(WithinOnePercent(name, losses, want));
+    int64_t exchanges = 0, reductions = 0;
+    for (const comm::OpStats& st : group->log().Stats()) {
+      exchanges += st.kind == comm::CollectiveKind::kAllToAll ? st.count : 0;
+      reductions += st.kind == comm::CollectiveKind::kAllReduce && st.bytes > 64 ? st.count : 0;
+    }
+    if (exchanges == 0 || reductions != 0) {
+      return absl::InternalError(absl::StrCat(name, ": ", exchanges, " all-to-alls and ",
+                                              reductions, " gradient all-reduces"));
     }
   }
   return absl::StrCat("hpZ: ", from_shard, " segment gathers from the shard and ",
                       st.secondary_gathers, " from the pair, plain ", plain_gathers);
 }
 
-TEST(ZeroPlusPlus, SecondaryPartitionIsBitwisePlainStage3) {
-  auto outcomes = SpawnRanks(4, [](int) { return SecondaryAgainstPlain(); });
+TEST(ZeroPlusPlus, SecondaryPartitionIsBitwisePlainStage3AndQuantizedGradientsTrain) {
+  auto outcomes = SpawnRanks(4, [](int) { return PartsAgainstPlain(); });
   for (const auto& o : outcomes) std::printf("rank %d: %s\n", o.rank, o.payload.c_str());
   for (const auto& o : outcomes) EXPECT_TRUE(o.status.ok()) << FormatOutcomes(outcomes);
 }

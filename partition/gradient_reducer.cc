@@ -159,8 +159,9 @@ void GradientReducer::Launch(int bucket) {
   // The input is scratch (only the owned slice is kept), so where the transport's reduce-scatter
   // would copy it whole and all-reduce the copy, all-reducing it in place gives the same owned
   // slice without the copy or an output buffer.
-  if (grads_->keeps_whole_buckets() || !options_.reduce_scatter ||
-      group_->reduce_scatter_copies_input()) {
+  const bool quantized = options_.quantized.intra != nullptr && !grads_->keeps_whole_buckets();
+  if (!quantized && (grads_->keeps_whole_buckets() || !options_.reduce_scatter ||
+                     group_->reduce_scatter_copies_input())) {
     launch.work = group_->AllReduceAsync(in, ReduceOp::kAvg);
     launch.after.push_back([this, bucket, in, owned, slice = b.slice] {
       return grads_->Keep(bucket, in.narrow(0, owned, slice));
@@ -168,7 +169,8 @@ void GradientReducer::Launch(int bucket) {
   } else {
     at::Tensor buffer = scratch_->Take(largest_bucket_ / layout.world_size(), in.scalar_type());
     at::Tensor out = buffer.narrow(0, 0, b.slice);
-    launch.work = group_->ReduceScatterAsync(in, out, ReduceOp::kAvg);
+    launch.work = quantized ? comm::QuantizedReduceScatterAsync(options_.quantized, in, out)
+                            : group_->ReduceScatterAsync(in, out, ReduceOp::kAvg);
     launch.after.push_back([this, bucket, out, buffer]() mutable {
       absl::Status s = grads_->Keep(bucket, out);
       scratch_->Return(std::move(buffer));

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/comm.h"
+#include "comm/quantized_reduce_scatter.h"
 #include "partition/flat_params.h"
 
 namespace zerotrain::partition {
@@ -71,6 +72,10 @@ struct ReducerOptions {
   // on_owned_final is not called. After a backward whose pass failed, the next one replaces. Not
   // owned; must outlive the reducer. Ignored unless kShard.
   GradShardSink* grad_sink = nullptr;
+  // kShard, ZeRO++'s quantized gradients (qgZ): each bucket is averaged by the two-level INT8
+  // exchange of comm/quantized_reduce_scatter.h over these groups instead of a reduce-scatter.
+  // Both null: off. Not owned.
+  comm::TwoLevelGroups quantized;
 };
 
 class GradBuffers;

@@ -2,10 +2,11 @@
 # ZeRO++ across two "machines": two network namespaces joined by a veth pair (netns.sh), 2 ranks
 # of //trainer:main in each, a small GPT at stage 3 for 50 steps (every submodule released after
 # use, so the backward gathers again, as in a model larger than the live budget): plain, with
-# zero_quantized_weights (qwZ), with zero_hpz_partition_size: 2 (hpZ, one node each) and with both.
-# qwZ's and both's losses must stay within 1% of plain stage 3's at every step, hpZ's must equal
-# them digit for digit; rank 0's comms logger must show hpZ's within-node gathers taking nothing
-# from the other node, and the gathers' inter-node bytes falling by what each part promises. Needs root (ip netns); without it it says why and passes.
+# zero_quantized_weights (qwZ), with zero_hpz_partition_size: 2 (hpZ, one node each), both, with
+# zero_quantized_gradients (qgZ) and with all three. Every quantized run's losses must stay within
+# 1% of plain stage 3's at every step, hpZ's must equal them digit for digit; rank 0's comms
+# logger must show hpZ's within-node gathers taking nothing from the other node, and the
+# inter-node bytes falling by what each part promises. Needs root (ip netns); without it it says why and passes.
 #
 # Usage: zeropp_test.sh <path of //trainer:main>
 set -euo pipefail
@@ -80,22 +81,24 @@ start=$SECONDS
 run_two_nodes plain
 run_two_nodes qwz "zero_quantized_weights: true"
 run_two_nodes hpz "zero_hpz_partition_size: 2"
-run_two_nodes all "zero_quantized_weights: true zero_hpz_partition_size: 2"
-within_one_percent qwz plain
-within_one_percent all plain
+run_two_nodes qwz_hpz "zero_quantized_weights: true zero_hpz_partition_size: 2"
+run_two_nodes qgz "zero_quantized_gradients: true"
+run_two_nodes all "zero_quantized_weights: true zero_hpz_partition_size: 2
+                   zero_quantized_gradients: true"
+for run in qwz qwz_hpz qgz all; do within_one_percent $run plain; done
 [ "$(losses hpz)" = "$(losses plain)" ] || fail "hpz: losses differ from plain stage 3's:
 $(diff <(losses plain) <(losses hpz))"
 say "hpz: $STEPS steps, losses equal to plain stage 3's, digit for digit"
 
 # rank 0 receives from the other node: qwZ cuts the gathers' share about 4x (fp32 -> INT8 and a
-# scale per block); hpZ keeps the backward's gathers within the node (halving the rest); the
-# gradients' all-reduces (Gloo's reduce-scatter moves what an all-reduce does, so the engine
-# all-reduces) are untouched, which bounds the whole run's cut.
+# scale per block); hpZ keeps the backward's gathers within the node (halving the rest); without
+# qgZ the gradients' all-reduces (Gloo's reduce-scatter moves what an all-reduce does, so the
+# engine all-reduces) are untouched, which bounds the whole run's cut; qgZ replaces them.
 read -r _ plain_inter <<<"$(wire plain)"
 read -r _ plain_gather <<<"$(wire plain all_gather)"
 [ -n "${plain_inter:-}" ] || fail "no comms logger totals in the logs"
 [ "$plain_gather" -gt 0 ] || fail "plain: no gather bytes from the other node (nodes not told apart)"
-for run in qwz hpz all; do
+for run in qwz hpz qwz_hpz qgz all; do
   read -r _ inter <<<"$(wire $run)"
   read -r _ gather <<<"$(wire $run all_gather)"
   eval "${run}_all=$(ratio "$plain_inter" "$inter") ${run}_gathers=$(ratio "$plain_gather" "$gather")"
@@ -103,7 +106,7 @@ for run in qwz hpz all; do
     "($(ratio "$plain_gather" "$gather")x fewer), all ops $plain_inter -> $inter" \
     "($(ratio "$plain_inter" "$inter")x fewer)"
 done
-for run in hpz all; do
+for run in hpz qwz_hpz all; do
   read -r _ pair_inter <<<"$(wire $run all_gather 2)"
   pairs=$(calls $run all_gather 2)
   [ "$pairs" -gt 0 ] && [ "$pair_inter" -eq 0 ] ||
@@ -117,5 +120,13 @@ done
 at_least "$qwz_gathers" 3.5 || fail "qwZ cut the inter-node gather bytes ${qwz_gathers}x, want >= 3.5x"
 at_least "$qwz_all" 1.3 || fail "qwZ cut the inter-node bytes ${qwz_all}x, want >= 1.3x"
 at_least "$hpz_gathers" 1.8 || fail "hpZ cut the inter-node gather bytes ${hpz_gathers}x, want >= 1.8x"
-at_least "$all_gathers" 7 || fail "qwZ + hpZ cut the inter-node gather bytes ${all_gathers}x, want >= 7x"
+at_least "$qwz_hpz_gathers" 7 ||
+  fail "qwZ + hpZ cut the inter-node gather bytes ${qwz_hpz_gathers}x, want >= 7x"
+# qgZ: the gradients cross nodes once, as INT8 partial sums of a node's share (no reduce-scatter or
+# all-reduce of gradients remains).
+[ "$(calls qgz all_reduce 4)" -lt "$(calls plain all_reduce 4)" ] ||
+  fail "qgz: as many 4-rank all-reduces as plain stage 3"
+[ "$(calls qgz all_to_all 2)" -gt 0 ] || fail "qgz: no all-to-all in the comms logger"
+at_least "$qgz_all" 1.5 || fail "qgZ cut the inter-node bytes ${qgz_all}x, want >= 1.5x"
+at_least "$all_all" 3.5 || fail "all three cut the inter-node bytes ${all_all}x, want >= 3.5x"
 say "PASSED in $((SECONDS - start)) s"

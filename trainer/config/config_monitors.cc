@@ -18,6 +18,8 @@ const std::map<std::string, std::string>& OpNames() {
       {"all_gather", "all_gather"},
       {"all_gather_into_tensor", "all_gather"},
       {"allgather_fn", "all_gather"},
+      {"all_to_all", "all_to_all"},
+      {"all_to_all_single", "all_to_all"},
       {"broadcast", "broadcast"},
       {"barrier", "barrier"},
   };

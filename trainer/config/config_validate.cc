@@ -36,10 +36,6 @@ absl::Status RejectUnimplemented(const TrainerConfigProto& c) {
                    "expected none, cpu or nvme");
   }
   // Below stage 3 DeepSpeed reads none of ZeRO++'s keys, and neither does zerotrain.
-  if (z.stage() == 3 && z.zero_quantized_gradients()) {
-    return NotYet("zero_optimization.zero_quantized_gradients", "true",
-                  "ZeRO++ quantized gradients (qgZ) are not implemented");
-  }
   if (z.zero_hpz_partition_size() < 0) {
     return Invalid("zero_optimization.zero_hpz_partition_size",
                    absl::StrCat(z.zero_hpz_partition_size()), "must be at least 0");
@@ -142,6 +138,7 @@ absl::Status ZeroToEngine(const TrainerConfigProto& c, int world, engine::Engine
     e->stage3.persistence_threshold = z.stage3_param_persistence_threshold();
     e->stage3.model_persistence_threshold = z.stage3_model_persistence_threshold();
     e->stage3.quantize_weights = z.zero_quantized_weights();
+    e->quantize_gradients = z.zero_quantized_gradients();
     const int64_t hpz = std::max<int64_t>(1, z.zero_hpz_partition_size());
     if (hpz > 1 && world % hpz != 0) {
       return Invalid("zero_optimization.zero_hpz_partition_size", absl::StrCat(hpz),
