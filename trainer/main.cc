@@ -94,6 +94,8 @@ absl::StatusOr<std::string> EstimateMemory(const MainFlags& flags, const Trainer
   // The config's bf16 master weights / optimizer states shrink the sharded state's bytes.
   in.bf16_master_weights = config.engine.bf16_master_weights;
   in.bf16_optimizer_states = config.engine.bf16_optimizer_states;
+  if (config.engine.stage == 3)
+    in.zero_hpz_partition_size = config.engine.stage3.hpz_partition_size;
   return advisor::EstimateMemoryReport(in);
 }
 

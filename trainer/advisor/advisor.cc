@@ -143,6 +143,12 @@ absl::StatusOr<std::string> EstimateMemoryReport(const AdvisorInput& in) {
                           in.bf16_optimizer_states ? " and optimizer states" : "",
                           ShardedStateBytes(in));
   }
+  if (in.zero_hpz_partition_size > 1) {
+    absl::StrAppendFormat(&out,
+                          ";\nstage 3 with ZeRO++ hpZ: a secondary copy of the parameters over %d "
+                          "devices, 2/%d bytes per parameter more per device",
+                          in.zero_hpz_partition_size, in.zero_hpz_partition_size);
+  }
   absl::StrAppend(&out, ".\n\n", FormatEstimateTable(in, rows), "\n", r.explanation);
   return out;
 }

@@ -26,6 +26,9 @@ ABSL_FLAG(bool, prefer_larger_batches, false,
 ABSL_FLAG(bool, zero_init, true, "parameters partitioned as the model is built (zero.Init)");
 ABSL_FLAG(bool, bf16_master_weights, false,
           "bf16 master weights and gradients (DeepSpeed's bf16_master_weights_and_grads)");
+ABSL_FLAG(int32_t, zero_hpz_partition_size, 1,
+          "ZeRO++ hpZ: stage 3 keeps a secondary copy of the parameters sharded over this many "
+          "devices (a node); 0 or 1 = off");
 ABSL_FLAG(bool, bf16_optimizer_states, false,
           "bf16 optimizer states too (needs --bf16_master_weights)");
 ABSL_FLAG(bool, help, false, "print this help and exit");
@@ -63,6 +66,7 @@ absl::StatusOr<AdvisorInput> ParseAdvisorFlags(const std::vector<std::string>& a
   in.zero_init = absl::GetFlag(FLAGS_zero_init);
   in.bf16_master_weights = absl::GetFlag(FLAGS_bf16_master_weights);
   in.bf16_optimizer_states = absl::GetFlag(FLAGS_bf16_optimizer_states);
+  in.zero_hpz_partition_size = absl::GetFlag(FLAGS_zero_hpz_partition_size);
   ZT_RETURN_IF_ERROR(ValidateAdvisorInput(in));
   return in;
 }

@@ -135,6 +135,19 @@ TEST(AdvisorFlagsTest, Bf16MasterWeightsAndStates) {
       << bad.status();
 }
 
+TEST(AdvisorFlagsTest, HpzPartitionSize) {
+  auto in =
+      ParseAdvisorFlags({"--params=1.3B", "--largest_layer_params=100M", "--gpus_per_node=8",
+                         "--nodes=2", "--device_memory_gib=40", "--zero_hpz_partition_size=8"});
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->zero_hpz_partition_size, 8);
+  absl::StatusOr<std::string> report = EstimateMemoryReport(*in);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->find("ZeRO++ hpZ: a secondary copy of the parameters over 8 devices"),
+            std::string::npos)
+      << *report;
+}
+
 TEST(AdvisorFlagsTest, ParsesFlagsAndSuffixes) {
   auto in = ParseAdvisorFlags({"--params=1.3B", "--largest_layer_params", "100M",
                                "--gpus_per_node=8", "--nodes=2", "--device_memory_gib=40",

@@ -50,6 +50,12 @@ absl::Status ValidateAdvisorInput(const AdvisorInput& in) {
   if (!(in.additional_buffer_factor >= 1) || !std::isfinite(in.additional_buffer_factor)) {
     return bad("additional_buffer_factor", in.additional_buffer_factor, "must be >= 1");
   }
+  const int64_t devices = static_cast<int64_t>(in.gpus_per_node) * in.nodes;
+  if (in.zero_hpz_partition_size < 0 ||
+      (in.zero_hpz_partition_size > 1 && devices % in.zero_hpz_partition_size != 0)) {
+    return bad("zero_hpz_partition_size", in.zero_hpz_partition_size,
+               "must be 0 or 1 (off), or divide the devices (gpus_per_node x nodes)");
+  }
   if (in.bf16_optimizer_states && !in.bf16_master_weights) {
     return bad("bf16_optimizer_states", "true", "needs bf16_master_weights");
   }
@@ -99,6 +105,9 @@ StageEstimate EstimateOne(const AdvisorInput& in, int stage, Offload offload) {
       device = layer_bytes + std::floor((2 + k - alias) * p / gpus);
       host = in.zero_init ? layer * 4 * per_node * buffer : host_fp32_weights;
     }
+  }
+  if (stage == 3 && in.zero_hpz_partition_size > 1) {
+    device += std::floor(2 * p / in.zero_hpz_partition_size);  // hpZ's secondary copy
   }
   StageEstimate e;
   e.stage = stage;

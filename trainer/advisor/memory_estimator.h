@@ -32,6 +32,9 @@ struct AdvisorInput {
   // without offload the bf16 parameter shard is the master, 2 bytes fewer again.
   bool bf16_master_weights = false;
   bool bf16_optimizer_states = false;
+  // zero_hpz_partition_size (ZeRO++ hpZ, stage 3): each device also holds the 2-byte parameters
+  // sharded over this many devices (its node), 2P / hpz bytes more. 0 and 1: off.
+  int zero_hpz_partition_size = 1;
 };
 
 // Bytes per parameter of the sharded master weights, optimizer moments and gradient partition:

@@ -93,6 +93,27 @@ TEST(MemoryEstimatorTest, Bf16MasterWeightsAndStatesShrinkTheShardedBytes) {
             "bf16_optimizer_states: true (needs bf16_master_weights)");
 }
 
+// hpZ adds the 2-byte secondary copy over its group to stage 3 alone; a group that does not
+// divide the devices is refused.
+TEST(MemoryEstimatorTest, HpzSecondaryCopyAtStage3) {
+  AdvisorInput in;
+  in.total_params = 1'300'000'000;
+  in.largest_layer_params = 102'957'056;
+  in.gpus_per_node = 8;
+  in.nodes = 2;
+  in.device_memory_gib = 80;
+  const StageEstimate plain3 = EstimateOne(in, 3, Offload::kNone);
+  const StageEstimate plain2 = EstimateOne(in, 2, Offload::kNone);
+  in.zero_hpz_partition_size = 8;
+  EXPECT_EQ(EstimateOne(in, 3, Offload::kNone).device_bytes,
+            plain3.device_bytes + 2 * in.total_params / 8);
+  EXPECT_EQ(EstimateOne(in, 2, Offload::kNone).device_bytes, plain2.device_bytes);
+  in.zero_hpz_partition_size = 3;
+  EXPECT_EQ(ValidateAdvisorInput(in).message(),
+            "zero_hpz_partition_size: 3 (must be 0 or 1 (off), or divide the devices "
+            "(gpus_per_node x nodes))");
+}
+
 TEST(MemoryEstimatorTest, MatchesDeepSpeedPublishedZero3Numbers) {
   AdvisorInput in;
   in.total_params = 60'506'624;
