@@ -1,10 +1,11 @@
 // Block-wise symmetric INT8 quantization: the wire format of ZeRO++'s quantized weight gather
 // (qwZ, comm/quantized_all_gather.h). Each block of at most kInt8MaxBlock elements keeps one fp32
-// scale, max|x| / 127, and each element the integer nearest x / scale (ties to even), so a block
-// whose values are integer multiples of a power-of-two scale round-trips exactly and any other
-// value is off by at most scale / 2. A block holding a NaN or an infinity gets a NaN scale: every
-// element of it dequantizes to NaN, so a diverged weight stays visible to overflow checks instead
-// of being rounded into finite garbage.
+// scale, max|x| / 127, and each element x * (127 / max|x|) rounded to the nearest integer (ties
+// to even), so a block whose values are integer multiples of a power-of-two scale round-trips
+// exactly and any other value is off by at most about scale / 2. A block holding a NaN or an
+// infinity gets a NaN scale: every element of it dequantizes to NaN, so a diverged weight stays
+// visible to overflow checks instead of being rounded into finite garbage. A block whose largest
+// magnitude is below kInt8Tiny (where 127 / max would overflow) comes back as zeros.
 //
 // The kernels run on AVX-512, AVX2 or scalar code chosen at run time (tools/cpu_dispatch.h); every
 // path gives the same bits, so ranks on machines with different instruction sets agree.
@@ -21,6 +22,7 @@ namespace zerotrain::comm {
 
 // DeepSpeed's qwZ aims for groups below 8000 elements ("the optimal size is 4k").
 inline constexpr int64_t kInt8MaxBlock = 8000;
+inline constexpr float kInt8Tiny = 1e-30f;
 
 // The block size for a buffer of `numel` elements: the fewest blocks of at most kInt8MaxBlock,
 // made equal and rounded up to a multiple of 8 (the last block may be shorter). Where DeepSpeed's

@@ -92,8 +92,13 @@ void QuantizeBlocks(const void* x, Elem e, int64_t numel, int64_t block, int64_t
     }
     float absmax;
     std::memcpy(&absmax, &bits, 4);
+    if (absmax < kInt8Tiny) {  // 127 / absmax could overflow: the block comes back as zeros
+      scales[k] = 0.0f;
+      std::memset(q + begin, 0, end - begin);
+      continue;
+    }
     scales[k] = absmax / 127.0f;
-    const float inv = absmax > 0 ? 127.0f / absmax : 0.0f;
+    const float inv = 127.0f / absmax;
     i = begin;
     for (; i + W <= end; i += W) V::StoreQ(VLoad<V>(x, e, i), inv, q + i);
     for (; i < end; ++i) q[i] = ScalarQ(ScalarLoad(x, e, i), inv);

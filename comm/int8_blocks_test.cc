@@ -124,11 +124,23 @@ TEST(Int8BlocksTest, NonFiniteBlocksBecomeNaNAndLeaveTheirNeighboursAlone) {
   }
 }
 
-TEST(Int8BlocksTest, ZeroBlocksStayZero) {
-  const std::vector<float> x(100, 0.0f);
-  const Quantized qz = Quantize(x, 32, SimdPath::kScalar);
-  EXPECT_EQ(Dequantize(qz, 32, SimdPath::kScalar), x);
-  for (float s : qz.scales) EXPECT_EQ(s, 0.0f);
+// Zero blocks, and blocks too small for 127 / max to be finite (down to subnormals), come back
+// as zeros on every path; the blocks beside them are untouched.
+TEST(Int8BlocksTest, ZeroAndTinyBlocksComeBackAsZerosOnEveryPath) {
+  std::vector<float> x = Random(96, 5);
+  for (int i = 0; i < 32; ++i) x[i] = 0.0f;
+  for (int i = 32; i < 64; ++i) x[i] = (i % 2 ? 1 : -1) * (i % 3 ? 3e-37f : 1e-44f);
+  const std::vector<float> want_rest =
+      Dequantize(Quantize(std::vector<float>(x.begin() + 64, x.end()), 32, SimdPath::kScalar), 32,
+                 SimdPath::kScalar);
+  for (SimdPath path : SupportedSimdPaths()) {
+    const Quantized qz = Quantize(x, 32, path);
+    const std::vector<float> back = Dequantize(qz, 32, path);
+    EXPECT_EQ(qz.scales[0], 0.0f) << SimdPathName(path);
+    EXPECT_EQ(qz.scales[1], 0.0f) << SimdPathName(path);
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(back[i], 0.0f) << SimdPathName(path) << " " << i;
+    EXPECT_EQ(std::vector<float>(back.begin() + 64, back.end()), want_rest) << SimdPathName(path);
+  }
 }
 
 TEST(Int8BlocksTest, EveryInstructionSetGivesTheSameBits) {

@@ -6,6 +6,7 @@
 #include <ATen/ops/round.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <limits>
 
@@ -44,11 +45,14 @@ void QuantizePartWithAtenOps(const at::Tensor& x, at::Tensor part) {
   v = v.view({l.blocks, l.block});
   const at::Tensor absmax = std::get<0>(v.abs().max(1, /*keepdim=*/true));
   const at::Tensor finite = absmax.isfinite();
+  const at::Tensor kept = finite.logical_and(absmax.ge(kInt8Tiny));  // the rest: NaN or zeros
   const at::Tensor nan = at::full({}, std::numeric_limits<float>::quiet_NaN(), absmax.options());
-  Scales(part, l).copy_(at::where(finite, absmax.div(127.0f), nan).view({-1}));
-  const at::Tensor inv = at::where(finite.logical_and(absmax.gt(0)),
-                                   at::full_like(absmax, 127.0f).div(absmax), nan.mul(0));
-  const at::Tensor q = at::round(v.mul(inv)).clamp(-127, 127).mul(finite).to(at::kChar);
+  const at::Tensor zero = at::zeros_like(absmax);
+  Scales(part, l).copy_(
+      at::where(finite, at::where(kept, absmax.div(127.0f), zero), nan).view({-1}));
+  const at::Tensor inv = at::where(kept, at::full_like(absmax, 127.0f).div(absmax), zero);
+  // Only kept blocks' values reach the cast: the others' products may be NaN.
+  const at::Tensor q = at::where(kept, at::round(v.mul(inv)).clamp(-127, 127), zero).to(at::kChar);
   Codes(part, l).copy_(q.view({-1}).narrow(0, 0, l.numel));
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -46,14 +47,22 @@ Work::Step NamingSilentPeers(Work::Step wait, std::shared_ptr<PeerProbe> probe,
   };
 }
 
-// This process's machine as the other ranks should tell it apart: host name and network
-// namespace.
+// This process's machine as the other ranks should tell it apart: host name, the kernel's boot
+// id (machines that share a host name differ there) and network namespace (which the multi-node
+// tests use as machines; the host's namespace has one inode number on every machine).
 std::string NodeKey() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char id[64] = {};
+    if (std::fgets(id, sizeof(id), f) != nullptr) boot = id;
+    std::fclose(f);
+    while (!boot.empty() && (boot.back() == '\n' || boot.back() == ' ')) boot.pop_back();
+  }
   struct stat ns {};
   const ino_t netns = stat("/proc/self/ns/net", &ns) == 0 ? ns.st_ino : 0;
-  return absl::StrCat(host, "/netns:", netns);
+  return absl::StrCat(host, "/boot:", boot, "/netns:", netns);
 }
 
 // Every rank leaves its NodeKey in the store and reads the others'; node numbers follow the
@@ -63,11 +72,14 @@ absl::StatusOr<std::vector<int>> ExchangeNodes(const c10::intrusive_ptr<c10d::St
   try {
     const std::string mine = NodeKey();
     store->set(absl::StrCat(rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+    std::vector<std::string> names;
+    for (int r = 0; r < world_size; ++r) names.push_back(absl::StrCat(r));
+    store->wait(names);  // bounded by the store's timeout
+    const std::vector<std::vector<uint8_t>> values = store->multiGet(names);
     std::vector<std::string> keys;
     std::vector<int> node_of_rank;
     for (int r = 0; r < world_size; ++r) {
-      const std::vector<uint8_t> v = store->get(absl::StrCat(r));
-      const std::string key(v.begin(), v.end());
+      const std::string key(values[r].begin(), values[r].end());
       const auto it = std::find(keys.begin(), keys.end(), key);
       node_of_rank.push_back(static_cast<int>(it - keys.begin()));
       if (it == keys.end()) keys.push_back(key);

@@ -50,10 +50,13 @@ Work QuantizedAllGatherAsync(ProcessGroup& group, at::Tensor shard, at::Tensor o
   const Int8Part l = Int8PartOf(shard.numel());
   at::Tensor gathered = at::empty({world * l.bytes}, output.options().dtype(at::kByte));
   at::Tensor mine = gathered.narrow(0, group.rank() * l.bytes, l.bytes);
-  absl::Status q = QuantizePart(shard, mine, options.simd);
-  if (!q.ok()) return fail(q);
+  // A part that cannot be quantized still goes out (zeros), so the ranks' collectives stay
+  // paired; the error is this rank's result.
+  absl::Status quantized = QuantizePart(shard, mine, options.simd);
+  if (!quantized.ok()) mine.zero_();
   Work transfer = group.AllGatherAsync(mine, gathered);
-  auto dequantize = [gathered, output, l, world, simd = options.simd]() -> absl::Status {
+  auto dequantize = [gathered, output, l, world, quantized, simd = options.simd]() -> absl::Status {
+    if (!quantized.ok()) return quantized;
     const int64_t n = output.numel();
     for (int r = 0; r < world; ++r) {
       const ShardRange range = ShardOf(n, world, r);
@@ -64,8 +67,10 @@ Work QuantizedAllGatherAsync(ProcessGroup& group, at::Tensor shard, at::Tensor o
     }
     return absl::OkStatus();
   };
+  // Dequantizing has no stream form of its own: it runs once, as soon as the transfer is
+  // ordered (on a device its operations queue on the caller's stream), and drops its buffers.
   return Work(transfer.op(), {[transfer]() mutable { return transfer.Wait(); }, dequantize},
-              {[transfer]() mutable { return transfer.WaitOnStream(); }, dequantize}, nullptr);
+              {[transfer]() mutable { return transfer.WaitOnStream(); }, nullptr}, nullptr);
 }
 
 absl::Status QuantizedAllGather(ProcessGroup& group, at::Tensor shard, at::Tensor output,

@@ -105,10 +105,12 @@ INSTANTIATE_TEST_SUITE_P(Backends, QuantizedAllGatherTest,
                                             ::testing::Values(1, 2, 3)));
 
 TEST(QuantizedAllGatherAtenTest, TheDeviceFormGivesTheKernelsBytes) {
-  for (int64_t m : {int64_t{5}, int64_t{8000}, int64_t{20011}}) {
+  for (int64_t m : {int64_t{5}, int64_t{16}, int64_t{8000}, int64_t{20011}}) {
     for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
       at::Tensor x = ShardOfRank(1, m, dtype);
       if (m > 100) x[50] = std::numeric_limits<float>::infinity();  // a NaN block
+      if (m == 16) x.fill_(1e-37);                                  // a block of zeros
+      if (m == 20011) x.narrow(0, 6672, 6672).zero_();              // its second block
       const int64_t block = Int8BlockSize(m), blocks = Int8BlockCount(m, block);
       at::Tensor part = at::zeros({QuantizedShardBytes(m)}, at::kByte);
       internal::QuantizePartWithAtenOps(x, part);

@@ -87,46 +87,51 @@ Work QuantizedReduceScatterAsync(const TwoLevelGroups& g, at::Tensor input, at::
   const int64_t bytes = Int8PartOf(m).bytes;
   const at::TensorOptions f32 = input.options().dtype(at::kFloat);
   // Within the node: chunk (node nd, local l) goes to peer l, as part l * nodes + nd.
+  // A rank that fails locally still makes both exchanges (with zeros), so the ranks' collectives
+  // stay paired; the first such error is its result.
+  absl::Status local;
   at::Tensor received;
   Work first;
   if (k > 1) {
-    at::Tensor send = at::empty({world * bytes}, input.options().dtype(at::kByte));
-    for (int l = 0; l < k; ++l) {
-      for (int nd = 0; nd < nodes; ++nd) {
-        absl::Status s = QuantizePart(input.narrow(0, (nd * k + l) * m, m),
-                                      send.narrow(0, (l * nodes + nd) * bytes, bytes), simd);
-        if (!s.ok()) return fail(s);
+    at::Tensor send = at::zeros({world * bytes}, input.options().dtype(at::kByte));
+    for (int l = 0; l < k && local.ok(); ++l) {
+      for (int nd = 0; nd < nodes && local.ok(); ++nd) {
+        local = QuantizePart(input.narrow(0, (nd * k + l) * m, m),
+                             send.narrow(0, (l * nodes + nd) * bytes, bytes), simd);
       }
     }
+    if (!local.ok()) send.zero_();
     received = at::empty_like(send);
     first = g.intra->AllToAllAsync(send, received);
   }
-  auto rest = [g, input, output, received, k, nodes, world, m, bytes, f32,
-               simd]() mutable -> absl::Status {
+  auto rest = [g, input, output, received, k, nodes, world, m, bytes, f32, simd,
+               local]() mutable -> absl::Status {
     // Partial sums over the node, for shard (nd, local) of every node nd.
     at::Tensor partial = at::zeros({nodes * m}, f32);
-    for (int nd = 0; nd < nodes; ++nd) {
+    for (int nd = 0; nd < nodes && local.ok(); ++nd) {
       at::Tensor acc = partial.narrow(0, nd * m, m);
       if (k == 1) {
         acc.copy_(input.narrow(0, nd * m, m));
         continue;
       }
-      for (int l = 0; l < k; ++l) {
-        ZT_RETURN_IF_ERROR(AddParts(received, l * nodes + nd, 1, m, acc, simd));
+      for (int l = 0; l < k && local.ok(); ++l) {
+        local = AddParts(received, l * nodes + nd, 1, m, acc, simd);
       }
     }
     at::Tensor sum = partial;
     if (nodes > 1) {  // across nodes: partial nd goes to node nd
-      at::Tensor send = at::empty({nodes * bytes}, f32.dtype(at::kByte));
-      for (int nd = 0; nd < nodes; ++nd) {
-        ZT_RETURN_IF_ERROR(
-            QuantizePart(partial.narrow(0, nd * m, m), send.narrow(0, nd * bytes, bytes), simd));
+      at::Tensor send = at::zeros({nodes * bytes}, f32.dtype(at::kByte));
+      for (int nd = 0; nd < nodes && local.ok(); ++nd) {
+        local = QuantizePart(partial.narrow(0, nd * m, m), send.narrow(0, nd * bytes, bytes), simd);
       }
+      if (!local.ok()) send.zero_();
       at::Tensor back = at::empty_like(send);
       ZT_RETURN_IF_ERROR(g.inter->AllToAll(send, back));
+      ZT_RETURN_IF_ERROR(local);
       sum = at::zeros({m}, f32);
       ZT_RETURN_IF_ERROR(AddParts(back, 0, nodes, m, sum, simd));
     }
+    ZT_RETURN_IF_ERROR(local);
     output.copy_(sum.div_(world));
     return absl::OkStatus();
   };

@@ -4,7 +4,8 @@
 // bytes on the wire cut to under 30% (fp32) or 56% (bf16; the rest is one fp32 scale per block
 // and small submodules' padding) as the op log counts them, and GatheredParameters still exact.
 // The secondary partition (hpZ) on 4 ranks in pairs: bitwise plain stage 3, the gathers after
-// the first of each step within the pair, its copy in the model-state bytes. The quantized
+// the first of each step within the pair, its copy in the model-state bytes; with qwZ too,
+// GatheredParameters inside a forward fed by the copy is exact. The quantized
 // gradients (qgZ), and qwZ + hpZ, and all three: within 1% of plain stage 3.
 #include <torch/types.h>
 
@@ -111,6 +112,43 @@ absl::StatusOr<std::string> QuantizedAgainstPlain(Precision precision, double ma
   return absl::StrCat(name, " losses ", got.back(), " vs ", want.back(), ", wire ratio ", ratio);
 }
 
+// qwZ + hpZ, two micro-steps per step: the second forward gathers from the secondary copy (kept
+// from the first forward's INT8 gather); GatheredParameters inside it must still give the shard's
+// exact values, as outside any forward.
+absl::Status ExactPinAfterASecondaryGather(comm::ProcessGroup* group) {
+  EngineOptions o = Stage3(Precision::kFloat32, true, 2);
+  o.gradient_accumulation_steps = 2;
+  auto net = testing::MakeNet(ModelKind::kTransformer);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*net, o, group));
+  const std::vector<torch::Tensor> params = testing::UniqueParameters(*net);
+  std::vector<torch::Tensor> exact;
+  {
+    ZT_ASSIGN_OR_RETURN(auto pinned, engine->GatherParameters(params));
+    for (const torch::Tensor& t : params) exact.push_back(t.detach().clone());
+    ZT_RETURN_IF_ERROR(pinned->Close());
+  }
+  const testing::Batch b = testing::GlobalBatch(ModelKind::kTransformer, 0, 4);
+  torch::Tensor loss;
+  {
+    auto forward = engine->BeginForward();
+    loss = testing::Loss(*net, b.x, b.y);
+  }
+  ZT_RETURN_IF_ERROR(engine->Backward(loss));  // the first of two micro-steps: no step
+  auto forward = engine->BeginForward();
+  loss = testing::Loss(*net, b.x, b.y);
+  if (engine->gather_stats().secondary_gathers == 0) {
+    return absl::InternalError("qwZ + hpZ: the second forward gathered nothing from the pair");
+  }
+  ZT_ASSIGN_OR_RETURN(auto pinned, engine->GatherParameters(params));
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].equal(exact[i])) {
+      return absl::InternalError(absl::StrCat("qwZ + hpZ: parameter ", i,
+                                              " gathered inside a forward is not the shard's"));
+    }
+  }
+  return pinned->Close();
+}
+
 // hpZ over pairs of 4 ranks: bitwise plain stage 3 (losses and parameters), every gather that
 // is not the first after a step comes from the pair, the secondary copy is counted in the model
 // states; with qwZ as well, qgZ alone, and all three, within 1% of plain stage 3 (qgZ replacing
@@ -157,6 +195,7 @@ absl::StatusOr<std::string> PartsAgainstPlain() {
                                             hpz->formula_bytes(), "; padded ", padded));
   }
   ZT_ASSIGN_OR_RETURN(auto mixed, Train(*both, *both_net, *group, &bytes));
+  ZT_RETURN_IF_ERROR(ExactPinAfterASecondaryGather(group.get()));
   ZT_RETURN_IF_ERROR(WithinOnePercent("qwZ + hpZ", mixed, want));
   // qgZ (one node here: its exchange is the node's all-to-all), alone and with both others.
   EngineOptions qg = Stage3(p, false);

@@ -248,7 +248,9 @@ void ShardedParams::StartGather(int segment, bool prefetch, bool exact) {
           seg.secondary.narrow(0, (bucket.begin - seg.begin) / k, bucket.numel / k),
           seg.buffer.narrow(0, bucket.begin - seg.begin, bucket.numel)));
     }
-    seg.quantized = false;  // whatever the secondary holds was already counted as such
+    // The secondary holds what the forward's gather gave: rounded under qwZ (so GatheredParameters
+    // gathers exactly again).
+    seg.quantized = seg.secondary_quantized;
     seg.state = State::kInFlight;
     stats_.live_numel += seg.numel;
     stats_.peak_live_numel = std::max(stats_.peak_live_numel, stats_.live_numel);
@@ -663,6 +665,7 @@ void ShardedParams::KeepSecondary(Segment& seg, int segment) {
   const int k = options_.hpz_partition_size;
   const int j = secondary_group_->rank();
   seg.secondary = at::empty({seg.numel / k}, flat_->options());
+  seg.secondary_quantized = seg.quantized;
   for (int b = layout.SegmentFirstBucket(segment); b < layout.SegmentEndBucket(segment); ++b) {
     const LayoutBucket& bucket = layout.buckets()[b];
     const int64_t piece = bucket.numel / k;

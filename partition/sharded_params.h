@@ -111,7 +111,8 @@ class ShardedParams : public GatherOnUseOwner {
     // hpZ: this rank's 1/k of the segment as last gathered from the shard, bucket by bucket;
     // undefined until then and after the shard changes.
     at::Tensor secondary;
-    bool keep_secondary = false;  // the gather in flight is from the shard: keep 1/k of it
+    bool keep_secondary = false;       // the gather in flight is from the shard: keep 1/k of it
+    bool secondary_quantized = false;  // the secondary was kept from a gather through INT8
     int pins = 0;
   };
 
