@@ -17,6 +17,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
+#include "tools/simd_avx2.h"
+
 namespace zerotrain::comm::internal {
 namespace {
 
@@ -24,14 +26,8 @@ struct Avx2Vec {
   static constexpr int kWidth = 8;
   __m256 v;
   static Avx2Vec Load(const float* p) { return {_mm256_loadu_ps(p)}; }
-  static Avx2Vec LoadBf16(const uint16_t* p) {
-    const __m256i wide =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return {_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16))};
-  }
-  static Avx2Vec LoadHalf(const uint16_t* p) {
-    return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
-  }
+  static Avx2Vec LoadBf16(const uint16_t* p) { return {simd::LoadBf16x8(p)}; }
+  static Avx2Vec LoadHalf(const uint16_t* p) { return {simd::LoadHalfx8(p)}; }
   static __m256i ZeroBits() { return _mm256_setzero_si256(); }
   static __m256i MaxAbsBits(__m256i acc, Avx2Vec x) {
     const __m256i bits = _mm256_and_si256(_mm256_castps_si256(x.v), _mm256_set1_epi32(0x7FFFFFFF));
@@ -57,21 +53,8 @@ struct Avx2Vec {
     return {_mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(scale))};
   }
   void Store(float* p) const { _mm256_storeu_ps(p, v); }
-  // Round to nearest even; NaN lanes become the quiet NaN 0x7FC0 (as optim/precision.h).
-  void StoreBf16(uint16_t* p) const {
-    const __m256i bits = _mm256_castps_si256(v);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-    const __m256i bias = _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF));
-    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
-    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-    rounded = _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC0), _mm256_castps_si256(nan));
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
-  }
-  void StoreHalf(uint16_t* p) const {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
+  void StoreBf16(uint16_t* p) const { simd::StoreBf16x8(p, v); }
+  void StoreHalf(uint16_t* p) const { simd::StoreHalfx8(p, v); }
 };
 
 }  // namespace

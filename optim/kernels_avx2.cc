@@ -14,6 +14,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
+#include "tools/simd_avx2.h"
+
 namespace zerotrain::optim::internal {
 namespace {
 
@@ -23,31 +25,11 @@ struct Avx2Vec {
 
   static Avx2Vec Set(float x) { return {_mm256_set1_ps(x)}; }
   static Avx2Vec Load(const float* p) { return {_mm256_loadu_ps(p)}; }
-  static Avx2Vec LoadBf16(const uint16_t* p) {
-    const __m256i wide =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return {_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16))};
-  }
-  static Avx2Vec LoadHalf(const uint16_t* p) {
-    return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
-  }
+  static Avx2Vec LoadBf16(const uint16_t* p) { return {simd::LoadBf16x8(p)}; }
+  static Avx2Vec LoadHalf(const uint16_t* p) { return {simd::LoadHalfx8(p)}; }
   void Store(float* p) const { _mm256_storeu_ps(p, v); }
-  // Round to nearest even as in FloatToBFloat16; NaN lanes become the quiet NaN 0x7FC0.
-  void StoreBf16(uint16_t* p) const {
-    const __m256i bits = _mm256_castps_si256(v);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-    const __m256i bias = _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF));
-    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
-    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-    rounded = _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC0), _mm256_castps_si256(nan));
-    // packus works per 128-bit lane; gather the two useful quadwords into the low half.
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
-  }
-  void StoreHalf(uint16_t* p) const {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
+  void StoreBf16(uint16_t* p) const { simd::StoreBf16x8(p, v); }
+  void StoreHalf(uint16_t* p) const { simd::StoreHalfx8(p, v); }
   static Avx2Vec Fma(Avx2Vec a, Avx2Vec b, Avx2Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
   static Avx2Vec Sqrt(Avx2Vec a) { return {_mm256_sqrt_ps(a.v)}; }
   static Avx2Vec Max(Avx2Vec a, Avx2Vec b) { return {_mm256_max_ps(a.v, b.v)}; }

@@ -19,6 +19,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 
+#include "tools/simd_avx512.h"
+
 namespace zerotrain::optim::internal {
 namespace {
 
@@ -28,29 +30,11 @@ struct Avx512Vec {
 
   static Avx512Vec Set(float x) { return {_mm512_set1_ps(x)}; }
   static Avx512Vec Load(const float* p) { return {_mm512_loadu_ps(p)}; }
-  static Avx512Vec LoadBf16(const uint16_t* p) {
-    const __m512i wide =
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return {_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16))};
-  }
-  static Avx512Vec LoadHalf(const uint16_t* p) {
-    return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
-  }
+  static Avx512Vec LoadBf16(const uint16_t* p) { return {simd::LoadBf16x16(p)}; }
+  static Avx512Vec LoadHalf(const uint16_t* p) { return {simd::LoadHalfx16(p)}; }
   void Store(float* p) const { _mm512_storeu_ps(p, v); }
-  // Round to nearest even as in FloatToBFloat16; NaN lanes become the quiet NaN 0x7FC0.
-  void StoreBf16(uint16_t* p) const {
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    const __m512i bias = _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF));
-    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    rounded = _mm512_mask_blend_epi32(nan, rounded, _mm512_set1_epi32(0x7FC0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(rounded));
-  }
-  void StoreHalf(uint16_t* p) const {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
+  void StoreBf16(uint16_t* p) const { simd::StoreBf16x16(p, v); }
+  void StoreHalf(uint16_t* p) const { simd::StoreHalfx16(p, v); }
   static Avx512Vec Fma(Avx512Vec a, Avx512Vec b, Avx512Vec c) {
     return {_mm512_fmadd_ps(a.v, b.v, c.v)};
   }
